@@ -1,0 +1,174 @@
+"""`ProfilerClient`: the typed, synchronous gRPC client of profsvc."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from profsvc_client import errors
+from profsvc_client._proto import profiler_pb2 as pb
+from profsvc_client._proto import profiler_pb2_grpc as pb_grpc
+from profsvc_client.convert import to_model, to_proto
+from profsvc_client.models import (
+    Capabilities,
+    CompileResult,
+    KernelFilter,
+    KernelSource,
+    ProfileResult,
+    Progress,
+    SourceFile,
+    SourceKind,
+)
+
+# Reports and results can be large; gRPC's default limit is 4 MiB.
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+]
+
+
+def load_source(path: str | Path, reference: str | Path | None = None, nvcc_flags: list[str] | None = None) -> KernelSource:
+    """Read a problem file (and optionally a separate reference) into a KernelSource."""
+    main = Path(path)
+    source = KernelSource(main=SourceFile(name=main.name, content=main.read_bytes()), nvcc_flags=list(nvcc_flags or []))
+    if reference is not None:
+        ref = Path(reference)
+        source.reference = SourceFile(name=ref.name, content=ref.read_bytes())
+    return source
+
+
+def translate_error(error: grpc.RpcError) -> errors.ProfsvcError:
+    """Turn a gRPC error into the profsvc exception its ErrorInfo reason names."""
+    status = rpc_status.from_call(error) if isinstance(error, grpc.Call) else None
+    message = error.details() if isinstance(error, grpc.Call) else str(error)
+    request_id = ""
+    if status is not None:
+        for detail in status.details:
+            info = error_details_pb2.ErrorInfo()
+            if detail.Unpack(info) and info.domain == errors.ERROR_DOMAIN:
+                request_id = info.metadata.get("request_id", "")
+                try:
+                    reason = errors.Reason(info.reason)
+                except ValueError:
+                    break
+                return errors.error_for(reason, message or "", request_id)
+    code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
+    cls = errors.CODE_CLASSES.get(code, errors.InternalError)
+    if code == grpc.StatusCode.UNAVAILABLE:
+        message = f"no profsvc server answered: {message}"
+    return cls(message or code.name, None, request_id)
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    try:
+        yield
+    except grpc.RpcError as error:
+        raise translate_error(error) from None
+
+
+class ProfilerClient:
+    """Talks to a profsvc server over gRPC and returns typed results.
+
+    >>> client = ProfilerClient("gpu-host:50051", token="...")
+    >>> result = client.profile(load_source("kernel.py"))
+    """
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        token: str | None = None,
+        tls: bool = False,
+        root_certificates: bytes | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self.target = target
+        self.timeout = timeout
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        if tls or root_certificates:
+            credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)
+            self._channel = grpc.secure_channel(target, credentials, options=CHANNEL_OPTIONS)
+        else:
+            self._channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+        self._stub = pb_grpc.ProfilerStub(self._channel)
+
+    def close(self) -> None:
+        """Close the channel."""
+        self._channel.close()
+
+    def __enter__(self) -> ProfilerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def capabilities(self) -> Capabilities:
+        """The server's GPUs, versions and metric sets."""
+        with _translated():
+            reply = self._stub.GetCapabilities(pb.GetCapabilitiesRequest(), metadata=self._metadata, timeout=self.timeout)
+        return to_model(reply, Capabilities)
+
+    def compile(self, source: KernelSource) -> CompileResult:
+        """Build a source; a compile error comes back as `ok=False` with diagnostics."""
+        request = pb.CompileRequest(source=to_proto(source, pb.KernelSource))
+        with _translated():
+            reply = self._stub.Compile(request, metadata=self._metadata, timeout=self.timeout)
+        return to_model(reply.result, CompileResult)
+
+    def profile(
+        self,
+        source: KernelSource,
+        *,
+        kernel_filter: KernelFilter | None = None,
+        metric_set: str = "",
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> ProfileResult:
+        """Profile under ncu on the server; `on_progress` sees each progress event."""
+        request = pb.ProfileRequest(
+            source=to_proto(source, pb.KernelSource),
+            filter=to_proto(kernel_filter or KernelFilter(), pb.KernelFilter),
+            metric_set=metric_set,
+        )
+        with _translated():
+            for event in self._stub.Profile(request, metadata=self._metadata, timeout=self.timeout):
+                if event.HasField("result"):
+                    return to_model(event.result, ProfileResult)
+                if on_progress is not None:
+                    on_progress(to_model(event.progress, Progress))
+        raise errors.InternalError("the server closed the Profile stream without a result")
+
+    def analyze(self, report: bytes | str | Path, *, kernel_filter: KernelFilter | None = None) -> ProfileResult:
+        """Analyze an existing .ncu-rep (a path or its bytes) on the server."""
+        filename = ""
+        if isinstance(report, str | Path):
+            filename = Path(report).name
+            report = Path(report).read_bytes()
+        request = pb.AnalyzeRequest(
+            report=report, filename=filename, filter=to_proto(kernel_filter or KernelFilter(), pb.KernelFilter)
+        )
+        with _translated():
+            reply = self._stub.Analyze(request, metadata=self._metadata, timeout=self.timeout)
+        return to_model(reply.result, ProfileResult)
+
+    def download_artifact(self, artifact_id: str, destination: str | Path) -> Path:
+        """Save an artifact a result names into `destination` (a directory or a file path)."""
+        dest = Path(destination)
+        with _translated():
+            chunks = self._stub.GetArtifact(pb.GetArtifactRequest(id=artifact_id), metadata=self._metadata, timeout=self.timeout)
+            first = next(chunks)
+            path = dest / first.name if dest.is_dir() else dest
+            with path.open("wb") as out:
+                out.write(first.chunk)
+                for chunk in chunks:
+                    out.write(chunk.chunk)
+        return path
+
+
+__all__ = ["ProfilerClient", "SourceKind", "load_source", "translate_error"]

@@ -1,0 +1,247 @@
+"""Typed results: pydantic models that mirror the messages of profiler.proto.
+
+Field names and nesting are the proto's, so `profsvc_client.convert` moves data
+between the two generically; enums use the proto value names without their
+prefix, in lower case ("STAGE_QUEUED" is Stage.QUEUED = "queued").
+"""
+
+from __future__ import annotations
+
+import enum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SourceKind(enum.StrEnum):
+    """How the server reads the main source file."""
+
+    UNSPECIFIED = "unspecified"
+    PYTHON_PROBLEM = "python_problem"
+    CUDA_PROGRAM = "cuda_program"
+
+
+class Stage(enum.StrEnum):
+    """Stage of a job, in order."""
+
+    UNSPECIFIED = "unspecified"
+    QUEUED = "queued"
+    COMPILING = "compiling"
+    RUNNING = "running"
+    PROFILING = "profiling"
+    PARSING = "parsing"
+    DONE = "done"
+
+
+class Severity(enum.StrEnum):
+    """Severity of a compiler diagnostic."""
+
+    UNSPECIFIED = "unspecified"
+    ERROR = "error"
+    WARNING = "warning"
+    NOTE = "note"
+
+
+class SourceFile(_Model):
+    """One uploaded file."""
+
+    name: str = ""
+    content: bytes = b""
+
+
+class KernelSource(_Model):
+    """What to build and run."""
+
+    kind: SourceKind = SourceKind.UNSPECIFIED
+    main: SourceFile = Field(default_factory=SourceFile)
+    reference: SourceFile = Field(default_factory=SourceFile)
+    nvcc_flags: list[str] = Field(default_factory=list)
+
+
+class KernelFilter(_Model):
+    """Which kernels to profile."""
+
+    nvtx_include: list[str] = Field(default_factory=list)
+    name_regex: str = ""
+    launch_count: int = 0
+    launch_skip: int = 0
+
+
+class GpuInfo(_Model):
+    """One GPU the server can profile on."""
+
+    index: int = 0
+    name: str = ""
+    compute_capability: str = ""
+    memory_bytes: int = 0
+
+
+class MetricSet(_Model):
+    """A named collection of ncu sections."""
+
+    name: str = ""
+    description: str = ""
+
+
+class Capabilities(_Model):
+    """What a server offers (GetCapabilitiesResponse)."""
+
+    server_version: str = ""
+    gpus: list[GpuInfo] = Field(default_factory=list)
+    driver_version: str = ""
+    ncu_version: str = ""
+    metric_sets: list[MetricSet] = Field(default_factory=list)
+    profiling_available: bool = False
+    unavailable_reason: str = ""
+    nvcc_version: str = ""
+
+
+class Diagnostic(_Model):
+    """One compiler message, located in the user's own file where possible."""
+
+    file: str = ""
+    line: int = 0
+    column: int = 0
+    severity: Severity = Severity.UNSPECIFIED
+    message: str = ""
+
+
+class BuiltUnit(_Model):
+    """One built extension or program."""
+
+    name: str = ""
+    cache_key: str = ""
+    cached: bool = False
+    seconds: float = 0.0
+
+
+class CompileResult(_Model):
+    """Outcome of a build."""
+
+    ok: bool = False
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+    log: str = ""
+    seconds: float = 0.0
+    units: list[BuiltUnit] = Field(default_factory=list)
+
+
+class Progress(_Model):
+    """A progress event of a running job."""
+
+    stage: Stage = Stage.UNSPECIFIED
+    message: str = ""
+    pass_: int = Field(default=0, alias="pass")
+    passes: int = 0
+    kernel_index: int = 0
+    elapsed_seconds: float = 0.0
+    queue_position: int = 0
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+
+class Dim3(_Model):
+    """A grid or block shape."""
+
+    x: int = 0
+    y: int = 0
+    z: int = 0
+
+
+class FigureValue(_Model):
+    """One figure: value (None when not collected) and unit."""
+
+    value: float | None = None
+    unit: str = ""
+
+
+class StallReason(_Model):
+    """One warp stall reason: share of all stall cycles and cycles per issued instruction."""
+
+    reason: str = ""
+    share_pct: float = 0.0
+    cycles_per_issue: float = 0.0
+
+
+class NcuRuleResult(_Model):
+    """One of Nsight Compute's own guided-analysis results."""
+
+    rule_id: str = ""
+    section: str = ""
+    title: str = ""
+    message: str = ""
+    type: str = ""
+    estimated_speedup_pct: float | None = None
+    speedup_type: str = ""
+
+
+class KernelResult(_Model):
+    """Everything measured for one profiled kernel launch."""
+
+    name: str = ""
+    demangled_name: str = ""
+    grid: Dim3 = Field(default_factory=Dim3)
+    block: Dim3 = Field(default_factory=Dim3)
+    figures: dict[str, FigureValue] = Field(default_factory=dict)
+    stalls: list[StallReason] = Field(default_factory=list)
+    ncu_rules: list[NcuRuleResult] = Field(default_factory=list)
+    nvtx_range: str = ""
+    launch_index: int = 0
+
+    def value(self, figure: str) -> float | None:
+        """The value of a catalog figure, None when absent."""
+        found = self.figures.get(figure)
+        return found.value if found else None
+
+
+class DeviceInfo(_Model):
+    """The GPU a report was captured on."""
+
+    name: str = ""
+    compute_capability: str = ""
+    sm_count: int = 0
+
+
+class ArtifactRef(_Model):
+    """A downloadable file a result names."""
+
+    id: str = ""
+    name: str = ""
+    content_type: str = ""
+    size: int = 0
+
+
+class NcuRun(_Model):
+    """How ncu ran."""
+
+    version: str = ""
+    command: str = ""
+    passes: list[int] = Field(default_factory=list)
+    seconds: float = 0.0
+
+
+class JobError(_Model):
+    """Why a job produced no figures (a user error, reported as a result)."""
+
+    kind: str = ""
+    message: str = ""
+    stage: Stage = Stage.UNSPECIFIED
+    kernel: str = ""
+    detail: str = ""
+
+
+class ProfileResult(_Model):
+    """Result of Profile and Analyze."""
+
+    ok: bool = False
+    job_id: str = ""
+    device: DeviceInfo = Field(default_factory=DeviceInfo)
+    kernels: list[KernelResult] = Field(default_factory=list)
+    compile: CompileResult = Field(default_factory=CompileResult)
+    artifacts: list[ArtifactRef] = Field(default_factory=list)
+    ncu: NcuRun = Field(default_factory=NcuRun)
+    error: JobError = Field(default_factory=JobError)
+    report_text: str = ""
+    warnings: list[str] = Field(default_factory=list)

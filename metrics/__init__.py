@@ -1,0 +1,1 @@
+"""Data tables profsvc loads at start (installed as the package `profsvc._tables`)."""

@@ -1,0 +1,151 @@
+"""Turn the actions of an ncu report into typed kernel results.
+
+Every figure is read from ncu_report: a catalog figure either is one ncu
+metric's value, unchanged, or a catalog formula over ncu values. Nothing is
+estimated here. `action` and `context` are ncu_report's IAction and IContext.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from profsvc_client.models import DeviceInfo, Dim3, FigureValue, KernelResult, NcuRuleResult, StallReason
+
+from profsvc.metrics.catalog import Catalog, Figure
+
+_STALL_METRIC = re.compile(r"^smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio$")
+# `selected` is the state of the warp being issued, not a stall.
+_NOT_A_STALL = frozenset({"selected"})
+_MESSAGE_TYPES = {0: "NONE", 1: "OK", 2: "OPT", 3: "WRN", 4: "ERR"}
+_SPEEDUP_TYPES = {1: "local", 2: "global"}
+# ncu renders links and section references as @kind:target:text@ or @kind:text@.
+_NCU_MARKUP = re.compile(r"@(?:url|section):(?:[^@]*?:)?([^@:]+)@")
+_NCU_URL = re.compile(r"@url:([^:@]+):(https?://[^@]+)@")
+
+
+def numeric(action: Any, name: str) -> float | None:
+    """The value of one ncu metric as a float, None when absent or not numeric."""
+    metric = action.metric_by_name(name)
+    if metric is None:
+        return None
+    value = metric.value()
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def first_numeric(action: Any, names: tuple[str, ...]) -> float | None:
+    """The value of the first metric in `names` that the action has."""
+    for name in names:
+        value = numeric(action, name)
+        if value is not None:
+            return value
+    return None
+
+
+def figure_value(action: Any, figure: Figure) -> float | None:
+    """One catalog figure's value for an action (None when ncu did not collect its inputs)."""
+    if figure.evaluator is None:
+        return first_numeric(action, figure.metric)
+    inputs = {name: first_numeric(action, names) for name, names in figure.inputs.items()}
+    value = figure.evaluator(inputs)
+    return None if value is None else float(value)
+
+
+def figures(action: Any, catalog: Catalog) -> dict[str, FigureValue]:
+    """Every catalog figure for an action, with its unit."""
+    return {f.name: FigureValue(value=figure_value(action, f), unit=f.unit) for f in catalog.figures}
+
+
+def stall_reasons(action: Any) -> list[StallReason]:
+    """Warp stall reasons, largest first: share of all stall cycles (sums to 100) and cycles per issue."""
+    per_issue: dict[str, float] = {}
+    for name in action.metric_names():
+        match = _STALL_METRIC.match(name)
+        if match and match.group(1) not in _NOT_A_STALL:
+            value = numeric(action, name)
+            if value is not None:
+                per_issue[match.group(1)] = value
+    total = sum(per_issue.values())
+    if total <= 0:
+        return []
+    stalls = [
+        StallReason(reason=reason, share_pct=100.0 * value / total, cycles_per_issue=value)
+        for reason, value in per_issue.items()
+        if value > 0
+    ]
+    return sorted(stalls, key=lambda s: s.share_pct, reverse=True)
+
+
+def plain_message(text: str) -> str:
+    """ncu rule text without its GUI markup: links become 'text (url)', section references their name."""
+    text = _NCU_URL.sub(lambda m: f"{m.group(1)} ({m.group(2)})", text)
+    return _NCU_MARKUP.sub(lambda m: m.group(1), text)
+
+
+def ncu_rules(action: Any) -> list[NcuRuleResult]:
+    """Nsight Compute's own guided-analysis messages stored in the report."""
+    results: list[NcuRuleResult] = []
+    for rule in action.rule_results_as_dicts():
+        message = rule.get("rule_message") or {}
+        if not message.get("message"):
+            continue
+        speedup = rule.get("speedup_estimation") or {}
+        results.append(
+            NcuRuleResult(
+                rule_id=rule.get("rule_identifier", ""),
+                section=rule.get("section_identifier", ""),
+                title=message.get("title", ""),
+                message=plain_message(message.get("message", "")),
+                type=_MESSAGE_TYPES.get(message.get("type", 0), "NONE"),
+                estimated_speedup_pct=speedup.get("speedup"),
+                speedup_type=_SPEEDUP_TYPES.get(speedup.get("type", 0), ""),
+            )
+        )
+    return results
+
+
+def _dim3(action: Any, prefix: str) -> Dim3:
+    return Dim3(**{axis: int(numeric(action, f"{prefix}_{axis}") or 0) for axis in ("x", "y", "z")})
+
+
+def nvtx_range(action: Any) -> str:
+    """The innermost NVTX push/pop range of the launch, 'domain@name' outside the default domain."""
+    state = action.nvtx_state()
+    if state is None:
+        return ""
+    for domain_id in state.domains():
+        domain = state.domain_by_id(domain_id)
+        ranges = list(domain.push_pop_ranges()) or list(domain.start_end_ranges())
+        if ranges:
+            name = domain.name()
+            return ranges[-1] if name in ("", "<default domain>") else f"{name}@{ranges[-1]}"
+    return ""
+
+
+def kernel_result(action: Any, catalog: Catalog, launch_index: int, demangled_base: int) -> KernelResult:
+    """Everything profsvc reports for one profiled launch."""
+    return KernelResult(
+        name=action.name(),
+        demangled_name=action.name(demangled_base),
+        grid=_dim3(action, "launch__grid_dim"),
+        block=_dim3(action, "launch__block_dim"),
+        figures=figures(action, catalog),
+        stalls=stall_reasons(action),
+        ncu_rules=ncu_rules(action),
+        nvtx_range=nvtx_range(action),
+        launch_index=launch_index,
+    )
+
+
+def device_info(action: Any) -> DeviceInfo:
+    """The GPU an action ran on."""
+    name = action.metric_by_name("device__attribute_display_name")
+    major = numeric(action, "device__attribute_compute_capability_major")
+    minor = numeric(action, "device__attribute_compute_capability_minor")
+    return DeviceInfo(
+        name=name.value() if name is not None else "",
+        compute_capability=f"{int(major)}.{int(minor)}" if major is not None and minor is not None else "",
+        sm_count=int(numeric(action, "device__attribute_multiprocessor_count") or 0),
+    )
