@@ -33,7 +33,9 @@ CHANNEL_OPTIONS = [
 ]
 
 
-def load_source(path: str | Path, reference: str | Path | None = None, nvcc_flags: list[str] | None = None) -> KernelSource:
+def load_source(
+    path: str | Path, reference: str | Path | None = None, nvcc_flags: list[str] | None = None
+) -> KernelSource:
     """Read a problem file (and optionally a separate reference) into a KernelSource."""
     main = Path(path)
     source = KernelSource(main=SourceFile(name=main.name, content=main.read_bytes()), nvcc_flags=list(nvcc_flags or []))
@@ -112,7 +114,9 @@ class ProfilerClient:
     def capabilities(self) -> Capabilities:
         """The server's GPUs, versions and metric sets."""
         with _translated():
-            reply = self._stub.GetCapabilities(pb.GetCapabilitiesRequest(), metadata=self._metadata, timeout=self.timeout)
+            reply = self._stub.GetCapabilities(
+                pb.GetCapabilitiesRequest(), metadata=self._metadata, timeout=self.timeout
+            )
         return to_model(reply, Capabilities)
 
     def compile(self, source: KernelSource) -> CompileResult:
@@ -161,7 +165,9 @@ class ProfilerClient:
         """Save an artifact a result names into `destination` (a directory or a file path)."""
         dest = Path(destination)
         with _translated():
-            chunks = self._stub.GetArtifact(pb.GetArtifactRequest(id=artifact_id), metadata=self._metadata, timeout=self.timeout)
+            chunks = self._stub.GetArtifact(
+                pb.GetArtifactRequest(id=artifact_id), metadata=self._metadata, timeout=self.timeout
+            )
             first = next(chunks)
             path = dest / first.name if dest.is_dir() else dest
             with path.open("wb") as out:

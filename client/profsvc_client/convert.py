@@ -47,7 +47,7 @@ def message_to_dict(message: Message) -> dict[str, Any]:
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
             value_field = field.message_type.fields_by_name["value"]
             out[field.name] = {k: _scalar_out(value_field, v) for k, v in value.items()}
-        elif field.label == FieldDescriptor.LABEL_REPEATED:
+        elif field.is_repeated:
             out[field.name] = [_scalar_out(field, v) for v in value]
         elif field.has_presence and field.containing_oneof is None and field.type != FieldDescriptor.TYPE_MESSAGE:
             out[field.name] = _scalar_out(field, value) if message.HasField(field.name) else None
@@ -58,30 +58,37 @@ def message_to_dict(message: Message) -> dict[str, Any]:
     return out
 
 
+def _fill_map(target: Any, field: FieldDescriptor, value: dict[str, Any]) -> None:
+    value_field = field.message_type.fields_by_name["value"]
+    for key, item in value.items():
+        if value_field.type == FieldDescriptor.TYPE_MESSAGE:
+            _fill(target[key], item)
+        else:
+            target[key] = item
+
+
+def _fill_repeated(target: Any, field: FieldDescriptor, value: list[Any]) -> None:
+    for item in value:
+        if field.type == FieldDescriptor.TYPE_MESSAGE:
+            _fill(target.add(), item)
+        elif field.type == FieldDescriptor.TYPE_ENUM:
+            target.append(_enum_from_str(field.enum_type, item))
+        else:
+            target.append(item)
+
+
 def _fill(message: Message, data: dict[str, Any]) -> None:
     fields = message.DESCRIPTOR.fields_by_name
     for name, value in data.items():
         field = fields[name]
         if value is None:
             continue
-        target = getattr(message, name)
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            value_field = field.message_type.fields_by_name["value"]
-            for key, item in value.items():
-                if value_field.type == FieldDescriptor.TYPE_MESSAGE:
-                    _fill(target[key], item)
-                else:
-                    target[key] = item
-        elif field.label == FieldDescriptor.LABEL_REPEATED:
-            for item in value:
-                if field.type == FieldDescriptor.TYPE_MESSAGE:
-                    _fill(target.add(), item)
-                elif field.type == FieldDescriptor.TYPE_ENUM:
-                    target.append(_enum_from_str(field.enum_type, item))
-                else:
-                    target.append(item)
+            _fill_map(getattr(message, name), field, value)
+        elif field.is_repeated:
+            _fill_repeated(getattr(message, name), field, value)
         elif field.type == FieldDescriptor.TYPE_MESSAGE:
-            _fill(target, value)
+            _fill(getattr(message, name), value)
         elif field.type == FieldDescriptor.TYPE_ENUM:
             setattr(message, name, _enum_from_str(field.enum_type, value))
         else:

@@ -6,12 +6,12 @@ import re
 from pathlib import Path
 from types import ModuleType
 
-from profsvc_client.models import DeviceInfo, KernelFilter, KernelResult
 from pydantic import BaseModel, Field
 
 from profsvc.metrics.catalog import Catalog, load_catalog
 from profsvc.metrics.extract import device_info, kernel_result
 from profsvc.metrics.reader import load_reader
+from profsvc_client.models import DeviceInfo, KernelFilter, KernelResult
 
 
 class ReportAnalysis(BaseModel):
@@ -26,6 +26,10 @@ class ReportUnreadable(ValueError):
     """The file is not a report ncu_report can read."""
 
 
+# Every .ncu-rep starts with these bytes; ncu_report reads other files as empty reports.
+REPORT_MAGIC = b"NVR\x00"
+
+
 def analyze_report(
     path: str | Path,
     kernel_filter: KernelFilter | None = None,
@@ -38,6 +42,9 @@ def analyze_report(
     catalog = catalog or load_catalog()
     kernel_filter = kernel_filter or KernelFilter()
     name_pattern = re.compile(kernel_filter.name_regex) if kernel_filter.name_regex else None
+    with Path(path).open("rb") as handle:
+        if handle.read(len(REPORT_MAGIC)) != REPORT_MAGIC:
+            raise ReportUnreadable(f"{Path(path).name} is not an Nsight Compute report (.ncu-rep)")
     try:
         context = reader.load_report(str(path))
     except Exception as error:  # ncu_report raises bare exceptions for unreadable files

@@ -112,7 +112,12 @@ def _build(node: ast.expr, source: str) -> Evaluator:  # noqa: C901 - one branch
             return True if any(v is True for v in evaluated) else (None if None in evaluated else False)
 
         return boolean
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS and not node.keywords:
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _FUNCTIONS
+        and not node.keywords
+    ):
         function = _FUNCTIONS[node.func.id]
         args = [_build(a, source) for a in node.args]
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from profsvc_client.models import DeviceInfo, Dim3, FigureValue, KernelResult, NcuRuleResult, StallReason
-
 from profsvc.metrics.catalog import Catalog, Figure
+from profsvc_client.models import DeviceInfo, Dim3, FigureValue, KernelResult, NcuRuleResult, StallReason
 
 _STALL_METRIC = re.compile(r"^smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio$")
 # `selected` is the state of the warp being issued, not a stall.

@@ -38,7 +38,9 @@ def ncu_extras_dirs() -> list[Path]:
         real = Path(ncu).resolve()
         found.append(real.parent / "extras" / "python")
         cuda_root = real.parent.parent
-        found.extend(Path(p) for p in sorted(glob.glob(str(cuda_root / "nsight-compute-*" / "extras" / "python")), reverse=True))
+        found.extend(
+            Path(p) for p in sorted(glob.glob(str(cuda_root / "nsight-compute-*" / "extras" / "python")), reverse=True)
+        )
     for pattern in _INSTALL_GLOBS:
         found.extend(Path(p) for p in sorted(glob.glob(pattern), reverse=True))
     return [p for p in dict.fromkeys(found) if (p / "ncu_report.py").is_file()]
@@ -56,6 +58,4 @@ def load_reader() -> ModuleType:
     try:
         return importlib.import_module("ncu_report")
     except ImportError as error:
-        raise ReaderUnavailable(
-            "no ncu_report module: install Nsight Compute or `pip install ncu-report`"
-        ) from error
+        raise ReaderUnavailable("no ncu_report module: install Nsight Compute or `pip install ncu-report`") from error

@@ -1,0 +1,222 @@
+"""The `profsvc` command line.
+
+Remote commands talk to a server given by --server HOST:PORT (or the
+PROFSVC_SERVER environment variable). Without one, the same service runs
+embedded in this process, which needs the server package (`pip install profsvc`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from profsvc_client import errors
+from profsvc_client.client import ProfilerClient, load_source
+from profsvc_client.models import CompileResult, KernelFilter, ProfileResult, Progress
+
+EXIT_OK = 0
+EXIT_RESULT_FAILED = 1
+
+
+def _add_target(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--server",
+        default=os.environ.get("PROFSVC_SERVER", ""),
+        help="HOST:PORT of a profsvc server (default: embedded)",
+    )
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+
+
+def _add_filter(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kernel", default="", help="regular expression on kernel names")
+    parser.add_argument("--nvtx-include", action="append", default=[], help="NVTX range to profile (ncu syntax)")
+    parser.add_argument("--launch-count", type=int, default=0, help="profile at most this many launches")
+    parser.add_argument("--launch-skip", type=int, default=0, help="skip this many matching launches first")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="profsvc", description="GPU kernel profiling service (Nsight Compute).")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the gRPC server")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
+    serve.add_argument("--port", type=int, default=50051)
+    serve.add_argument("--state-dir", type=Path, default=None, help="build cache and job folders")
+
+    caps = commands.add_parser("capabilities", help="what the server offers (GPUs, ncu, metric sets)")
+    _add_target(caps)
+
+    compile_ = commands.add_parser("compile", help="build a problem or .cu program, report diagnostics")
+    compile_.add_argument("file", type=Path)
+    compile_.add_argument("--reference", type=Path, default=None, help="separate reference module")
+    compile_.add_argument("--nvcc-flag", action="append", default=[], help="extra nvcc flag for a .cu program")
+    _add_target(compile_)
+
+    profile = commands.add_parser("profile", help="profile a problem (.py) or CUDA program (.cu) under ncu")
+    profile.add_argument("file", type=Path)
+    profile.add_argument("--reference", type=Path, default=None, help="separate reference module")
+    profile.add_argument("--nvcc-flag", action="append", default=[], help="extra nvcc flag for a .cu program")
+    profile.add_argument("--metric-set", default="", help="metric set (see `profsvc capabilities`)")
+    profile.add_argument("--out", type=Path, default=None, help="save the .ncu-rep, result.json and report.txt here")
+    _add_filter(profile)
+    _add_target(profile)
+
+    analyze = commands.add_parser("analyze", help="read an existing .ncu-rep (no GPU needed)")
+    analyze.add_argument("report", type=Path)
+    analyze.add_argument("--out", type=Path, default=None, help="save result.json and report.txt here")
+    _add_filter(analyze)
+    _add_target(analyze)
+    return parser
+
+
+@contextlib.contextmanager
+def connect(server: str) -> Iterator[ProfilerClient]:
+    """A client for --server, or for a service embedded in this process."""
+    if server:
+        with ProfilerClient(server) as client:
+            yield client
+        return
+    try:
+        from profsvc.config import ServerConfig
+        from profsvc.server.app import EmbeddedServer
+    except ImportError:
+        raise errors.PreconditionFailed(
+            "no --server given and the server package is not installed: pass --server HOST:PORT or pip install profsvc",
+            errors.Reason.UNAVAILABLE,
+        ) from None
+    embedded = EmbeddedServer(ServerConfig())
+    target = embedded.start()
+    try:
+        with ProfilerClient(target) as client:
+            yield client
+    finally:
+        embedded.stop()
+
+
+class ProgressLine:
+    """A live one-line progress display on stderr (only when stderr is a terminal)."""
+
+    def __init__(self) -> None:
+        self.enabled = sys.stderr.isatty()
+        self.shown = False
+
+    def __call__(self, event: Progress) -> None:
+        if not self.enabled:
+            return
+        text = f"[{event.stage.value}] {event.message}"
+        if event.passes:
+            text += f" ({event.passes} passes)"
+        sys.stderr.write("\r\033[K" + text[:150] + f"  {event.elapsed_seconds:.1f}s")
+        sys.stderr.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def _filter(args: argparse.Namespace) -> KernelFilter:
+    return KernelFilter(
+        name_regex=args.kernel,
+        nvtx_include=args.nvtx_include,
+        launch_count=args.launch_count,
+        launch_skip=args.launch_skip,
+    )
+
+
+def _emit_result(result: ProfileResult, args: argparse.Namespace, client: ProfilerClient) -> int:
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "result.json").write_text(result.model_dump_json(indent=2))
+        (args.out / "report.txt").write_text(result.report_text)
+        for artifact in result.artifacts:
+            client.download_artifact(artifact.id, args.out)
+    print(result.model_dump_json(indent=2) if args.format == "json" else result.report_text, end="")
+    if args.format == "json":
+        print()
+    return EXIT_OK if result.ok else EXIT_RESULT_FAILED
+
+
+def _emit_compile(result: CompileResult, args: argparse.Namespace) -> int:
+    if args.format == "json":
+        print(result.model_dump_json(indent=2))
+    else:
+        state = "OK" if result.ok else "FAILED"
+        cached = " (cached)" if result.units and all(u.cached for u in result.units) else ""
+        print(f"compile {state} in {result.seconds:.2f} s{cached}")
+        for unit in result.units:
+            print(f"  built {unit.name} ({'cached' if unit.cached else f'{unit.seconds:.1f} s'})")
+        for d in result.diagnostics:
+            where = f"{d.file}:{d.line}:{d.column}: " if d.file else ""
+            print(f"{where}{d.severity.value}: {d.message}")
+    return EXIT_OK if result.ok else EXIT_RESULT_FAILED
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        import asyncio
+        import logging
+
+        from profsvc.config import ServerConfig
+        from profsvc.server.app import serve
+    except ImportError:
+        raise errors.PreconditionFailed(
+            "`profsvc serve` needs the server package: pip install profsvc", errors.Reason.UNAVAILABLE
+        ) from None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    options = {"host": args.host, "port": args.port}
+    if args.state_dir is not None:
+        options["state_dir"] = args.state_dir
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(ServerConfig(**options)))
+    return EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute one parsed command; return the exit code."""
+    if args.command == "serve":
+        return _serve(args)
+    with connect(args.server) as client:
+        if args.command == "capabilities":
+            capabilities = client.capabilities()
+            print(capabilities.model_dump_json(indent=2))
+            return EXIT_OK
+        if args.command == "compile":
+            return _emit_compile(client.compile(load_source(args.file, args.reference, args.nvcc_flag)), args)
+        if args.command == "analyze":
+            return _emit_result(client.analyze(args.report, kernel_filter=_filter(args)), args, client)
+        progress = ProgressLine()
+        try:
+            result = client.profile(
+                load_source(args.file, args.reference, args.nvcc_flag),
+                kernel_filter=_filter(args),
+                metric_set=args.metric_set,
+                on_progress=progress,
+            )
+        finally:
+            progress.close()
+        return _emit_result(result, args, client)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: one line on stderr and a non-zero exit code for any error."""
+    args = build_parser().parse_args(argv)
+    try:
+        return run(args)
+    except errors.ProfsvcError as error:
+        request = f" (request id {error.request_id})" if error.request_id else ""
+        print(f"profsvc: error: {error.message} [{error.reason.value}]{request}", file=sys.stderr)
+        return errors.exit_code(error)
+    except OSError as error:
+        print(f"profsvc: error: {error}", file=sys.stderr)
+        return errors.EXIT_CODES[errors.InvalidRequest]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""Build a Python problem's load_inline extensions in a worker process."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from profsvc.build.diagnostics import FileMap, parse_diagnostics
+from profsvc.proc import run_process
+from profsvc_client.models import BuiltUnit, CompileResult, Diagnostic, Severity
+
+HARNESS_MODULE = "profsvc.worker.harness"
+# Lines torch's load_inline puts before the user's source: 3 includes in cuda.cu, 1 in main.cpp.
+CUDA_PREFIX_LINES = 3
+CPP_PREFIX_LINES = 1
+LOG_LIMIT = 64 * 1024
+
+
+@dataclass
+class HarnessStatus:
+    """What the worker harness wrote to its status file."""
+
+    ok: bool
+    stage: str
+    kind: str = ""
+    message: str = ""
+    detail: str = ""
+    build_log: str = ""
+    builds: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, path: Path, *, returncode: int, timed_out: bool, output: str) -> HarnessStatus:
+        """Parse the status file; a worker that died before writing it is reported from its exit."""
+        if path.is_file():
+            data = json.loads(path.read_text())
+            return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+        if timed_out:
+            return cls(ok=False, stage="running", kind="timeout", message="the job ran past its time limit")
+        return cls(
+            ok=False,
+            stage="running",
+            kind="crash",
+            message=f"the worker process died (exit status {returncode})",
+            detail="\n".join(output.strip().splitlines()[-20:]),
+        )
+
+
+def harness_argv(
+    python: str, main: Path, reference: Path | None, cache_root: Path, status: Path, mode: str, **options: Any
+) -> list[str]:
+    """Command line of the worker harness."""
+    argv = [python, "-m", HARNESS_MODULE, "--main", str(main), "--cache", str(cache_root), "--status", str(status)]
+    argv += ["--mode", mode, "--lineinfo"]
+    if reference is not None:
+        argv += ["--reference", str(reference)]
+    for name, value in options.items():
+        argv += [f"--{name}", str(value)]
+    return argv
+
+
+def compile_result(status: HarnessStatus, user_file: str, seconds: float) -> CompileResult:
+    """Turn the harness status into a CompileResult, diagnostics mapped into the user's file."""
+    units = [
+        BuiltUnit(name=b["name"], cache_key=b["cache_key"], cached=b["cached"], seconds=b["seconds"])
+        for b in status.builds
+    ]
+    if status.kind != "compile_error":
+        return CompileResult(ok=True, seconds=seconds, units=units)
+    file_map = FileMap()
+    if status.builds:
+        last = status.builds[-1]
+        if last["cuda_first_line"]:
+            file_map.add("cuda.cu", user_file, last["cuda_first_line"] - CUDA_PREFIX_LINES - 1)
+        if last["cpp_first_line"]:
+            file_map.add("main.cpp", user_file, last["cpp_first_line"] - CPP_PREFIX_LINES - 1)
+    log = status.build_log[-LOG_LIMIT:]
+    diagnostics = parse_diagnostics(log, file_map) or [Diagnostic(severity=Severity.ERROR, message=status.message)]
+    return CompileResult(ok=False, diagnostics=diagnostics, log=log, seconds=seconds, units=units)
+
+
+async def compile_problem(
+    *,
+    python: str,
+    main: Path,
+    reference: Path | None,
+    cache_root: Path,
+    workspace: Path,
+    env: dict[str, str],
+    timeout: float,
+) -> tuple[CompileResult, HarnessStatus]:
+    """Import the problem in a worker (running its eager load_inline builds) and report the build."""
+    status_path = workspace / "compile-status.json"
+    start = time.monotonic()
+    argv = harness_argv(python, main, reference, cache_root, status_path, "compile")
+    process = await run_process(argv, cwd=workspace, env=env, timeout=timeout)
+    status = HarnessStatus.read(
+        status_path,
+        returncode=process.returncode,
+        timed_out=process.timed_out,
+        output=process.stderr or process.stdout,
+    )
+    return compile_result(status, main.name, time.monotonic() - start), status

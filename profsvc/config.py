@@ -1,0 +1,57 @@
+"""Server configuration: one typed, validated object built from CLI flags."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def default_state_dir() -> Path:
+    """Where the build cache, job workspaces and artifacts live by default."""
+    if os.environ.get("PROFSVC_STATE_DIR"):
+        return Path(os.environ["PROFSVC_STATE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "profsvc"
+
+
+class Limits(BaseModel):
+    """Bounds on what one request may ask for."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_source_bytes: int = Field(default=1024 * 1024, gt=0, description="largest source file accepted")
+    max_report_bytes: int = Field(default=200 * 1024 * 1024, gt=0, description="largest uploaded .ncu-rep")
+    max_nvcc_flags: int = Field(default=32, ge=0)
+    max_launches: int = Field(default=64, gt=0, description="most launches one Profile may profile")
+    queue_size: int = Field(default=64, gt=0, description="jobs waiting or running before RESOURCE_EXHAUSTED")
+    job_timeout_s: float = Field(default=900.0, gt=0, description="wall-clock limit of one job's process")
+    compile_timeout_s: float = Field(default=600.0, gt=0, description="wall-clock limit of one build")
+
+
+class ServerConfig(BaseModel):
+    """Everything `profsvc serve` (or the embedded service) runs with."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=50051, ge=0, le=65535)
+    state_dir: Path = Field(default_factory=default_state_dir)
+    python: str = Field(default=sys.executable, description="interpreter of the worker processes")
+    ncu_path: str | None = None
+    nvcc_path: str | None = None
+    cuda_arch: str | None = Field(default=None, description="nvcc -arch for .cu programs; default from the GPU")
+    compile_workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), gt=0)
+    keep_jobs: int = Field(default=200, gt=0, description="finished job workspaces (and artifacts) kept")
+    limits: Limits = Field(default_factory=Limits)
+
+    @property
+    def cache_dir(self) -> Path:
+        """Content-addressed build cache (shared by all jobs, kept across restarts)."""
+        return self.state_dir / "cache"
+
+    @property
+    def jobs_dir(self) -> Path:
+        """Per-job workspaces."""
+        return self.state_dir / "jobs"

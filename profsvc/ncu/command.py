@@ -1,0 +1,64 @@
+"""Build the ncu command line (pure: no process is started here)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Ranges a .cu program marks with NVTX: any push/pop range, any start/end range.
+ANY_PUSH_POP_RANGE = "regex:.+/"
+ANY_START_END_RANGE = "regex:.+"
+_NVTX_USE = re.compile(
+    r"\bnvtx(?:Range(?:Push|Start)|DomainRange(?:Push|Start))\w*\s*\(|nvtx3::scoped_range|NVTX3_FUNC_RANGE"
+)
+
+
+def marks_nvtx_ranges(cuda_source: str) -> bool:
+    """True when a CUDA program's source marks NVTX ranges."""
+    return bool(_NVTX_USE.search(cuda_source))
+
+
+@dataclass(frozen=True)
+class NcuOptions:
+    """What to collect and which launches to profile."""
+
+    collection_args: Sequence[str]
+    export_path: Path
+    nvtx_include: Sequence[str] = ()
+    name_regex: str = ""
+    launch_count: int = 0
+    launch_skip: int = 0
+    extra_args: Sequence[str] = field(default_factory=tuple)
+
+
+def ncu_command(ncu: str, options: NcuOptions, target: Sequence[str]) -> list[str]:
+    """The full argv: ncu, its options, then the target program and its arguments."""
+    argv = [
+        ncu,
+        "--config-file",
+        "off",
+        # Leave clocks as they are (the GPU host is shared; locking needs admin and skews timings).
+        "--clock-control",
+        "none",
+        "--cache-control",
+        "all",
+        "--replay-mode",
+        "kernel",
+        "--target-processes",
+        "all",
+    ]
+    if options.nvtx_include:
+        argv.append("--nvtx")
+        for include in options.nvtx_include:
+            argv += ["--nvtx-include", include]
+    if options.name_regex:
+        argv += ["--kernel-name", f"regex:{options.name_regex}"]
+    if options.launch_skip:
+        argv += ["--launch-skip", str(options.launch_skip)]
+    if options.launch_count:
+        argv += ["--launch-count", str(options.launch_count)]
+    argv += [*options.collection_args, *options.extra_args]
+    argv += ["--export", str(options.export_path), "--force-overwrite"]
+    return argv + list(target)

@@ -1,0 +1,38 @@
+"""The metric sets of metrics/metric_sets.toml, loaded and validated once."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import BaseModel, ConfigDict
+
+from profsvc.metrics.tables import load_table
+
+
+class MetricSetSpec(BaseModel):
+    """One named collection: the ncu arguments that collect it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str
+    ncu_args: tuple[str, ...]
+    default: bool = False
+
+
+@lru_cache(maxsize=1)
+def metric_sets() -> dict[str, MetricSetSpec]:
+    """All metric sets by name; the table must name exactly one default."""
+    sets = [MetricSetSpec.model_validate(s) for s in load_table("metric_sets.toml")["set"]]
+    defaults = [s.name for s in sets if s.default]
+    if len(defaults) != 1:
+        raise ValueError(f"metric_sets.toml must mark exactly one default set, found {defaults}")
+    return {s.name: s for s in sets}
+
+
+def resolve(name: str) -> MetricSetSpec | None:
+    """The set a request names ('' means the default), None when unknown."""
+    sets = metric_sets()
+    if not name:
+        return next(s for s in sets.values() if s.default)
+    return sets.get(name)

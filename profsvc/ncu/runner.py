@@ -1,0 +1,116 @@
+"""Run a target under ncu: the only place profsvc starts ncu.
+
+ncu's own chatter (==PROF== lines) is read as it arrives, to report progress
+and the number of replay passes per kernel; the figures themselves are read
+from the exported report, never from this text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from profsvc.ncu.command import NcuOptions, ncu_command
+from profsvc.proc import run_process
+
+_PROFILING = re.compile(r'==PROF== Profiling "(?P<name>[^"]*)"(?:\s*-\s*(?P<index>\d+))?')
+_PERCENT = re.compile(r"(\d+)%")
+_PASSES = re.compile(r"-\s*(\d+)\s*pass(?:es)?")
+_ERROR = re.compile(r"^==ERROR==\s*(.*)$", re.MULTILINE)
+_NO_KERNELS = "No kernels were profiled"
+
+
+@dataclass(frozen=True)
+class NcuProgress:
+    """Progress of the ncu run: kernel k (1-based), percent done, passes once known."""
+
+    kernel_index: int
+    kernel_name: str
+    percent: int
+    passes: int = 0
+
+
+@dataclass
+class NcuOutcome:
+    """How the ncu run ended."""
+
+    command: list[str]
+    returncode: int
+    seconds: float
+    timed_out: bool
+    passes: list[int] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    no_kernels: bool = False
+    output_tail: str = ""
+    report: Path | None = None
+
+
+class _ProgressParser:
+    """Incremental parser of ncu's stdout."""
+
+    def __init__(self, on_progress: Callable[[NcuProgress], None] | None) -> None:
+        self.on_progress = on_progress
+        self.buffer = ""
+        self.passes: list[int] = []
+
+    def feed(self, chunk: str) -> None:
+        self.buffer += chunk
+        # A "Profiling" line grows in place (0%....50%....100% - N passes) before its newline.
+        *complete, self.buffer = self.buffer.split("\n")
+        for line in complete:
+            self._line(line, final=True)
+        if self.buffer:
+            self._line(self.buffer, final=False)
+
+    def _line(self, line: str, final: bool) -> None:
+        match = _PROFILING.search(line)
+        if not match:
+            return
+        index = int(match["index"]) + 1 if match["index"] is not None else len(self.passes) + 1
+        percents = _PERCENT.findall(line[match.end() :])
+        passes = _PASSES.search(line)
+        if final and passes:
+            self.passes.append(int(passes.group(1)))
+        if self.on_progress is not None:
+            self.on_progress(
+                NcuProgress(
+                    kernel_index=index,
+                    kernel_name=match["name"],
+                    percent=int(percents[-1]) if percents else 0,
+                    passes=int(passes.group(1)) if passes else 0,
+                )
+            )
+
+
+async def run_ncu(
+    ncu: str,
+    options: NcuOptions,
+    target: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    timeout: float,
+    on_progress: Callable[[NcuProgress], None] | None = None,
+) -> NcuOutcome:
+    """Profile `target` under ncu and say how it went (the report is at options.export_path)."""
+    command = ncu_command(ncu, options, target)
+    parser = _ProgressParser(on_progress)
+    result = await run_process(command, cwd=cwd, env=env, timeout=timeout, on_stdout=parser.feed)
+    parser.feed("\n")
+    text = result.stdout + "\n" + result.stderr
+    report = Path(options.export_path)
+    if report.suffix != ".ncu-rep":
+        report = report.with_name(report.name + ".ncu-rep")
+    return NcuOutcome(
+        command=command,
+        returncode=result.returncode,
+        seconds=result.seconds,
+        timed_out=result.timed_out,
+        passes=parser.passes,
+        errors=[e.strip() for e in _ERROR.findall(text)],
+        no_kernels=_NO_KERNELS in text,
+        output_tail=text[-4000:],
+        report=report if report.is_file() else None,
+    )

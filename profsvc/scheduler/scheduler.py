@@ -1,0 +1,328 @@
+"""The scheduler: a bounded queue, builds on CPU cores, one GPU lane per device.
+
+Each job runs in its own workspace. Builds run in parallel (up to
+`compile_workers`); a GPU is held by one profiling job at a time, because
+hardware counters need the GPU to themselves. Every process a job starts is
+killed with its process group when the job ends, times out or is cancelled
+(a client that goes away cancels the job's task).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from profsvc.build.cache import BuildCache
+from profsvc.build.nvcc import build_cuda_program
+from profsvc.build.python_problem import HarnessStatus, compile_problem, harness_argv
+from profsvc.config import ServerConfig
+from profsvc.host import HostInfo
+from profsvc.jobenv import job_environment
+from profsvc.metrics.analysis import ReportAnalysis
+from profsvc.ncu.command import ANY_PUSH_POP_RANGE, ANY_START_END_RANGE, NcuOptions, marks_nvtx_ranges
+from profsvc.ncu.metric_sets import resolve
+from profsvc.ncu.runner import NcuProgress, run_ncu
+from profsvc.proc import run_process
+from profsvc.report.text import render_text
+from profsvc.scheduler.artifacts import Workspaces
+from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
+from profsvc_client.errors import InvalidRequest, PreconditionFailed, Reason, ResourceExhausted
+from profsvc_client.models import (
+    CompileResult,
+    Diagnostic,
+    JobError,
+    KernelFilter,
+    NcuRun,
+    ProfileResult,
+    Progress,
+    Severity,
+    SourceKind,
+    Stage,
+)
+
+HARNESS_RANGE = "profsvc"
+ANALYZE_MODULE = "profsvc.worker.analyze_report"
+ANALYZE_TIMEOUT_S = 300.0
+REPORT_NAME = "report.ncu-rep"
+# Exit statuses of the analyze worker (profsvc.worker.analyze_report).
+EXIT_UNREADABLE, EXIT_NO_READER = 3, 4
+
+
+class _Job:
+    """Bookkeeping of one running job: its id, workspace, clock and progress sink."""
+
+    def __init__(self, job_id: str, workspace: Path, progress: ProgressSink | None) -> None:
+        self.id = job_id
+        self.workspace = workspace
+        self.started = time.monotonic()
+        self._progress = progress
+
+    def report(self, stage: Stage, message: str = "", **fields: int) -> None:
+        if self._progress is not None:
+            elapsed = time.monotonic() - self.started
+            self._progress(Progress(stage=stage, message=message, elapsed_seconds=elapsed, **fields))
+
+
+class Scheduler:
+    """Runs compile, profile and analyze jobs."""
+
+    def __init__(self, config: ServerConfig, host: HostInfo) -> None:
+        self.config = config
+        self.host = host
+        self.cache = BuildCache(config.cache_dir)
+        self.workspaces = Workspaces(config.jobs_dir, keep=config.keep_jobs)
+        self._compile_slots = asyncio.Semaphore(config.compile_workers)
+        self._free_gpus: asyncio.Queue[int] = asyncio.Queue()
+        for gpu in host.gpus:
+            self._free_gpus.put_nowait(gpu.index)
+        self._admitted = 0
+        self._waiting_for_gpu = 0
+
+    # ------------------------------------------------------------ admission
+
+    @contextlib.asynccontextmanager
+    async def _admit(self, progress: ProgressSink | None) -> AsyncIterator[_Job]:
+        if self._admitted >= self.config.limits.queue_size:
+            raise ResourceExhausted(
+                f"the server's queue is full ({self.config.limits.queue_size} jobs); try again later", Reason.QUEUE_FULL
+            )
+        self._admitted += 1
+        try:
+            job_id, workspace = self.workspaces.create()
+            job = _Job(job_id, workspace, progress)
+            job.report(Stage.QUEUED, "accepted", queue_position=max(0, self._admitted - 1))
+            yield job
+        finally:
+            self._admitted -= 1
+            self.workspaces.prune()
+
+    @contextlib.asynccontextmanager
+    async def _gpu(self, job: _Job) -> AsyncIterator[int]:
+        self._waiting_for_gpu += 1
+        try:
+            if self._free_gpus.empty():
+                job.report(Stage.QUEUED, "waiting for a GPU", queue_position=self._waiting_for_gpu)
+            gpu = await self._free_gpus.get()
+        finally:
+            self._waiting_for_gpu -= 1
+        try:
+            yield gpu
+        finally:
+            self._free_gpus.put_nowait(gpu)
+
+    # ------------------------------------------------------------ preconditions
+
+    def require_profiling(self) -> None:
+        """Raise FAILED_PRECONDITION when this host cannot profile."""
+        if not self.host.gpus:
+            raise PreconditionFailed(f"cannot profile: {self.host.unavailable_reason}", Reason.NO_GPU)
+        if self.host.ncu is None:
+            raise PreconditionFailed(f"cannot profile: {self.host.unavailable_reason}", Reason.NO_NCU)
+
+    def require_nvcc(self) -> None:
+        """Raise FAILED_PRECONDITION when nvcc is missing."""
+        if not self.host.nvcc_path:
+            raise PreconditionFailed("cannot build CUDA code: nvcc is not installed on this server", Reason.NO_NVCC)
+
+    # ------------------------------------------------------------ builds
+
+    def _env(self, job: _Job, gpu: int | None) -> dict[str, str]:
+        return job_environment(job.workspace, gpu_index=gpu, cuda_arch=self._arch())
+
+    def _arch(self) -> str:
+        return self.config.cuda_arch or self.host.default_arch
+
+    async def _build(
+        self, job: _Job, source: SourceSpec
+    ) -> tuple[CompileResult, Path | None, Path | None, HarnessStatus | None]:
+        """Build in the workspace: (result, main file or binary, reference file, harness status)."""
+        main, reference = source.write(job.workspace)
+        job.report(Stage.COMPILING, f"building {source.main_name}")
+        async with self._compile_slots:
+            if source.kind == SourceKind.CUDA_PROGRAM:
+                self.require_nvcc()
+                build = await build_cuda_program(
+                    source=source.main_text,
+                    file_name=source.main_name,
+                    flags=list(source.nvcc_flags),
+                    arch=self._arch(),
+                    nvcc=self.host.nvcc_path,
+                    nvcc_version=self.host.nvcc_version,
+                    cache=self.cache,
+                    timeout=self.config.limits.compile_timeout_s,
+                )
+                return build.result, build.binary, None, None
+            result, status = await compile_problem(
+                python=self.config.python,
+                main=main,
+                reference=reference,
+                cache_root=self.cache.root,
+                workspace=job.workspace,
+                env=self._env(job, self.host.gpus[0].index if self.host.gpus else None),
+                timeout=self.config.limits.compile_timeout_s,
+            )
+            return result, main, reference, status
+
+    async def compile(self, source: SourceSpec, progress: ProgressSink | None = None) -> CompileResult:
+        """Build a source; a compile error is a result."""
+        async with self._admit(progress) as job:
+            result, _, _, status = await self._build(job, source)
+            if status is not None and not status.ok and status.kind != "compile_error":
+                # The module itself failed at import: say so as an error diagnostic.
+                result.ok = False
+                result.diagnostics.append(
+                    Diagnostic(file=source.main_name, severity=Severity.ERROR, message=status.message)
+                )
+                result.log = status.detail
+            return result
+
+    # ------------------------------------------------------------ profile
+
+    def _ncu_options(self, spec: ProfileSpec, report: Path) -> NcuOptions:
+        metric_set = spec.metric_set or resolve("")
+        assert metric_set is not None
+        kernel_filter = spec.kernel_filter
+        nvtx = list(kernel_filter.nvtx_include)
+        count = kernel_filter.launch_count or self.config.limits.max_launches
+        if not nvtx and spec.source.kind == SourceKind.PYTHON_PROBLEM:
+            nvtx = [f"{HARNESS_RANGE}/"]
+        elif not nvtx and marks_nvtx_ranges(spec.source.main_text):
+            nvtx = [ANY_PUSH_POP_RANGE, ANY_START_END_RANGE]
+        return NcuOptions(
+            collection_args=metric_set.ncu_args,
+            export_path=report,
+            nvtx_include=nvtx,
+            name_regex=kernel_filter.name_regex,
+            launch_count=min(count, self.config.limits.max_launches),
+            launch_skip=kernel_filter.launch_skip,
+        )
+
+    async def profile(self, spec: ProfileSpec, progress: ProgressSink | None = None) -> ProfileResult:
+        """Build, run under ncu, read the report."""
+        self.require_profiling()
+        async with self._admit(progress) as job:
+            compiled, target, reference, _ = await self._build(job, spec.source)
+            result = ProfileResult(job_id=job.id, compile=compiled)
+            if not compiled.ok or target is None:
+                result.error = JobError(
+                    kind="compile_error",
+                    stage=Stage.COMPILING,
+                    message=compiled.diagnostics[0].message if compiled.diagnostics else "the build failed",
+                    detail=compiled.log[-4000:],
+                )
+                return self._finish(result)
+            report = job.workspace / REPORT_NAME
+            options = self._ncu_options(spec, report)
+            status_path = job.workspace / "profile-status.json"
+            if spec.source.kind == SourceKind.CUDA_PROGRAM:
+                argv = [str(target)]
+            else:
+                argv = harness_argv(self.config.python, target, reference, self.cache.root, status_path, "profile")
+            async with self._gpu(job) as gpu:
+                job.report(Stage.RUNNING, f"running under ncu on GPU {gpu}")
+
+                def on_ncu(event: NcuProgress) -> None:
+                    message = f"kernel {event.kernel_index} {event.kernel_name}: {event.percent}%"
+                    job.report(Stage.PROFILING, message, kernel_index=event.kernel_index, passes=event.passes)
+
+                assert self.host.ncu is not None
+                outcome = await run_ncu(
+                    self.host.ncu.path,
+                    options,
+                    argv,
+                    env=self._env(job, gpu),
+                    cwd=job.workspace,
+                    timeout=self.config.limits.job_timeout_s,
+                    on_progress=on_ncu,
+                )
+            result.ncu = NcuRun(
+                version=self.host.ncu.version,
+                command=shlex.join(outcome.command),
+                passes=outcome.passes,
+                seconds=outcome.seconds,
+            )
+            if spec.source.kind == SourceKind.PYTHON_PROBLEM:
+                status = HarnessStatus.read(
+                    status_path, returncode=outcome.returncode, timed_out=outcome.timed_out, output=outcome.output_tail
+                )
+                if not status.ok:
+                    result.error = JobError(
+                        kind=status.kind or "runtime_error",
+                        stage=Stage.COMPILING if status.kind == "compile_error" else Stage.RUNNING,
+                        message=status.message,
+                        detail=status.detail or status.build_log[-4000:],
+                    )
+                    return self._finish(result)
+            if outcome.timed_out:
+                result.error = JobError(
+                    kind="timeout",
+                    stage=Stage.PROFILING,
+                    message=f"the job ran past its {self.config.limits.job_timeout_s:.0f} s limit and was killed",
+                )
+                return self._finish(result)
+            if outcome.report is None:
+                kind = "no_kernels_profiled" if outcome.no_kernels or outcome.returncode == 0 else "ncu_failed"
+                message = (
+                    "ncu profiled no kernel: the measured call launched none that matched the filter"
+                    if kind == "no_kernels_profiled"
+                    else f"ncu failed (exit status {outcome.returncode}): {'; '.join(outcome.errors) or 'see detail'}"
+                )
+                result.error = JobError(kind=kind, stage=Stage.PROFILING, message=message, detail=outcome.output_tail)
+                return self._finish(result)
+            job.report(Stage.PARSING, "reading the report")
+            analysis = await self._analyze_file(job, outcome.report, KernelFilter())
+            result.device, result.kernels = analysis.device, analysis.kernels
+            result.warnings.extend(analysis.warnings)
+            result.warnings.extend(f"ncu: {e}" for e in outcome.errors)
+            result.artifacts.append(self.workspaces.artifact(job.id, outcome.report))
+            result.ok = bool(result.kernels)
+            if not result.ok:
+                result.error = JobError(kind="no_kernels_profiled", stage=Stage.PARSING, message=analysis.warnings[0])
+            job.report(Stage.DONE, "done")
+            return self._finish(result)
+
+    # ------------------------------------------------------------ analyze
+
+    async def _analyze_file(self, job: _Job, report: Path, kernel_filter: KernelFilter) -> ReportAnalysis:
+        argv = [self.config.python, "-m", ANALYZE_MODULE, str(report), "--filter", kernel_filter.model_dump_json()]
+        env = job_environment(job.workspace, gpu_index=None)
+        async with self._compile_slots:
+            process = await run_process(argv, cwd=job.workspace, env=env, timeout=ANALYZE_TIMEOUT_S)
+        if process.returncode == EXIT_UNREADABLE:
+            raise InvalidRequest(process.stderr.strip().splitlines()[-1], Reason.BAD_REPORT)
+        if process.returncode == EXIT_NO_READER:
+            raise PreconditionFailed(process.stderr.strip().splitlines()[-1], Reason.NO_REPORT_READER)
+        if not process.ok:
+            raise InvalidRequest(
+                f"{report.name} could not be read (the report reader exited with status {process.returncode})",
+                Reason.BAD_REPORT,
+            )
+        return ReportAnalysis.model_validate_json(process.stdout)
+
+    async def analyze(
+        self, report: bytes, filename: str, kernel_filter: KernelFilter, progress: ProgressSink | None = None
+    ) -> ProfileResult:
+        """Read an uploaded report."""
+        async with self._admit(progress) as job:
+            path = job.workspace / REPORT_NAME
+            path.write_bytes(report)
+            job.report(Stage.PARSING, f"reading {filename or REPORT_NAME}")
+            analysis = await self._analyze_file(job, path, kernel_filter)
+            result = ProfileResult(
+                ok=bool(analysis.kernels),
+                job_id=job.id,
+                device=analysis.device,
+                kernels=analysis.kernels,
+                warnings=analysis.warnings,
+            )
+            if not result.ok:
+                result.error = JobError(kind="no_kernels_profiled", stage=Stage.PARSING, message=analysis.warnings[0])
+            return self._finish(result)
+
+    def _finish(self, result: ProfileResult) -> ProfileResult:
+        result.report_text = render_text(result)
+        return result

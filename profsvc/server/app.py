@@ -1,0 +1,97 @@
+"""Start the gRPC server: profsvc.v1.Profiler plus the standard health and reflection services."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from profsvc.config import ServerConfig
+from profsvc.host import discover
+from profsvc.scheduler.scheduler import Scheduler
+from profsvc.server.servicer import ProfilerServicer
+from profsvc_client._proto import profiler_pb2 as pb
+from profsvc_client._proto import profiler_pb2_grpc as pb_grpc
+from profsvc_client.client import CHANNEL_OPTIONS
+
+log = logging.getLogger("profsvc.server")
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Profiler"].full_name
+
+
+@dataclass
+class RunningServer:
+    """A started server and the port it listens on."""
+
+    server: grpc.aio.Server
+    port: int
+    scheduler: Scheduler
+
+
+async def start_server(config: ServerConfig) -> RunningServer:
+    """Probe the host, bind, and start serving (returns once listening)."""
+    host = await discover(config.ncu_path, config.nvcc_path)
+    scheduler = Scheduler(config, host)
+    server = grpc.aio.server(options=CHANNEL_OPTIONS)
+    pb_grpc.add_ProfilerServicer_to_server(ProfilerServicer(config, scheduler), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    port = server.add_insecure_port(f"{config.host}:{config.port}")
+    if port == 0:
+        raise OSError(f"cannot listen on {config.host}:{config.port}")
+    await server.start()
+    for name in ("", SERVICE_NAME):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    if host.unavailable_reason:
+        log.warning("profiling unavailable: %s", host.unavailable_reason)
+    log.info("profsvc listening on %s:%d", config.host, port)
+    return RunningServer(server=server, port=port, scheduler=scheduler)
+
+
+async def serve(config: ServerConfig) -> None:
+    """Run until interrupted."""
+    running = await start_server(config)
+    try:
+        await running.server.wait_for_termination()
+    finally:
+        await running.server.stop(grace=5)
+
+
+class EmbeddedServer:
+    """The same service on a loopback port in a background thread of this process.
+
+    The CLI uses it when no --server is given, so embedded and remote use go
+    through one code path (the gRPC client).
+    """
+
+    def __init__(self, config: ServerConfig) -> None:
+        self._config = config.model_copy(update={"host": "127.0.0.1", "port": 0})
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="profsvc-embedded", daemon=True)
+        self._running: RunningServer | None = None
+
+    def start(self) -> str:
+        """Start serving; return the target to connect to. The server's log goes to STATE_DIR/server.log."""
+        self._config.state_dir.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(self._config.state_dir / "server.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        logger = logging.getLogger("profsvc")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+        self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(start_server(self._config), self._loop)
+        self._running = future.result()
+        return f"127.0.0.1:{self._running.port}"
+
+    def stop(self) -> None:
+        """Stop the server and its thread."""
+        if self._running is not None:
+            asyncio.run_coroutine_threadsafe(self._running.server.stop(grace=1), self._loop).result()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)

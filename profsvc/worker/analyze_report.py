@@ -1,0 +1,43 @@
+"""Worker process that reads a .ncu-rep into kernel results, printed as JSON.
+
+Reports come from user jobs and from uploads; ncu_report is a native library,
+so a malformed file may crash it. Reading happens here, in a child process,
+never in the server.
+
+    python -m profsvc.worker.analyze_report REPORT [--filter JSON]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from profsvc.metrics.analysis import ReportUnreadable, analyze_report
+from profsvc.metrics.reader import ReaderUnavailable
+from profsvc_client.models import KernelFilter
+
+EXIT_UNREADABLE = 3
+EXIT_NO_READER = 4
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the analysis as JSON on stdout; exit 3 for an unreadable report, 4 without a reader."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("report")
+    parser.add_argument("--filter", default="{}", help="KernelFilter as JSON")
+    args = parser.parse_args(argv)
+    try:
+        analysis = analyze_report(args.report, KernelFilter.model_validate(json.loads(args.filter)))
+    except ReportUnreadable as error:
+        print(str(error), file=sys.stderr)
+        return EXIT_UNREADABLE
+    except ReaderUnavailable as error:
+        print(str(error), file=sys.stderr)
+        return EXIT_NO_READER
+    sys.stdout.write(analysis.model_dump_json())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""The worker process: build, then run a problem's candidate once inside an NVTX range.
+
+Run as `python -m profsvc.worker.harness ...`, alone (mode compile) or under
+ncu (mode profile). It warms the candidate up outside the range, so the range
+holds exactly the kernels of one measured call: no warm-up, no reference, no
+torch start-up kernels. It never raises: it writes what happened to the
+status file (JSON) and exits 0, or 1 when the user's code failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from profsvc.worker.inline_cache import InlineRecorder, install
+from profsvc.worker.problem import ProblemError, load_problem
+
+BUILD_ERROR_PREFIX = "Error building extension"
+
+
+def _user_frames(error: BaseException, user_files: set[str]) -> str:
+    """The traceback limited to the user's own files (the harness's frames say nothing to them)."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename).name in user_files]
+    lines = [f"  {Path(f.filename).name}, line {f.lineno}, in {f.name}\n    {f.line}" for f in frames]
+    return "\n".join([*lines, f"{type(error).__name__}: {error}"])
+
+
+def _located(error: BaseException, user_files: set[str]) -> str:
+    """One line: the error and the last user line it passed through."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename).name in user_files]
+    where = f" ({Path(frames[-1].filename).name} line {frames[-1].lineno}, in {frames[-1].name})" if frames else ""
+    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{type(error).__name__}: {first}{where}"
+
+
+def _to_device(value: Any, torch: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.cuda() if not value.is_cuda else value
+    if isinstance(value, list | tuple):
+        return type(value)(_to_device(v, torch) for v in value)
+    return value
+
+
+def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecorder) -> None:
+    """Import, build and (unless compiling without a GPU) run the candidate; fill `status`."""
+    main = Path(args.main)
+    reference = Path(args.reference) if args.reference else None
+    install(Path(args.cache), lineinfo=args.lineinfo, user_text=main.read_text(), recorder=recorder)
+    import torch
+
+    status["stage"] = "compiling"
+    problem = load_problem(main, reference)
+    if args.mode == "compile" and not torch.cuda.is_available():
+        status["ok"] = True
+        return
+    status["stage"] = "running"
+    torch.manual_seed(args.seed)
+    with torch.no_grad():
+        model = problem.model_new(*problem.get_init_inputs())
+        if isinstance(model, torch.nn.Module):
+            model = model.cuda().eval()
+        inputs = _to_device(list(problem.get_inputs()), torch)
+        # The first call also runs lazy load_inline builds; their errors are told apart by message.
+        model(*inputs)
+        torch.cuda.synchronize()
+        if args.mode == "profile":
+            for _ in range(args.warmup):
+                model(*inputs)
+            torch.cuda.synchronize()
+            torch.cuda.nvtx.range_push(args.range)
+            model(*inputs)
+            torch.cuda.nvtx.range_pop()
+            torch.cuda.synchronize()
+    status["ok"] = True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the worker process."""
+    parser = argparse.ArgumentParser(description="profsvc worker harness")
+    parser.add_argument("--main", required=True, help="problem (or candidate) module")
+    parser.add_argument("--reference", default="", help="separate reference module")
+    parser.add_argument("--cache", required=True, help="content-addressed build cache root")
+    parser.add_argument("--status", required=True, help="where to write the JSON status")
+    parser.add_argument("--mode", choices=("compile", "profile"), default="profile")
+    parser.add_argument("--lineinfo", action="store_true", help="build CUDA sources with -lineinfo")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--range", default="profsvc", help="NVTX range around the measured call")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    recorder = InlineRecorder()
+    status: dict[str, Any] = {"ok": False, "stage": "compiling"}
+    user_files = {Path(args.main).name} | ({Path(args.reference).name} if args.reference else set())
+    try:
+        run(args, status, recorder)
+    except ProblemError as error:
+        status.update(kind="missing_symbol", message=str(error))
+    except BaseException as error:  # the user's code may raise anything, SystemExit included
+        text = str(error)
+        if BUILD_ERROR_PREFIX in text:
+            status.update(stage="compiling", kind="compile_error", message=text.splitlines()[0], build_log=text)
+        else:
+            kind = "import_error" if status["stage"] == "compiling" else "runtime_error"
+            status.update(kind=kind, message=_located(error, user_files), detail=_user_frames(error, user_files))
+    status["builds"] = recorder.as_dicts()
+    Path(args.status).write_text(json.dumps(status))
+    return 0 if status["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
