@@ -37,4 +37,6 @@ def status_for_exception(error: BaseException, request_id: str, method: str) -> 
         log.info("%s request %s: %s (%s)", method, request_id, error.message, error.reason.value)
         return to_status(error, request_id)
     log.error("%s request %s failed", method, request_id, exc_info=error)
-    return to_status(InternalError("internal server error; the server log has the details under the request id"), request_id)
+    return to_status(
+        InternalError("internal server error; the server log has the details under the request id"), request_id
+    )

@@ -1,0 +1,118 @@
+"""End to end on a GPU: `profsvc serve`, real builds, real ncu, real counters."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from profsvc.metrics.analysis import analyze_report
+from profsvc_client.client import ProfilerClient, load_source
+from profsvc_client.models import KernelFilter, KernelSource, ProfileResult, SourceFile, Stage
+from tests.conftest import FIXTURES
+from tests.integration.conftest import run_cli
+
+pytestmark = pytest.mark.gpu
+EXAMPLES = FIXTURES.parent.parent / "examples"
+
+
+@pytest.fixture(scope="module")
+def gpu_client(served):
+    with ProfilerClient(served, timeout=900) as client:
+        yield client
+
+
+def _sane(result: ProfileResult) -> None:
+    assert result.ok, result.report_text
+    for kernel in result.kernels:
+        duration = kernel.value("duration")
+        assert duration is not None and duration > 0
+        for name, figure in kernel.figures.items():
+            if figure.unit == "%" and figure.value is not None:
+                assert 0 <= figure.value <= 100, name
+        if kernel.stalls:
+            assert math.isclose(sum(s.share_pct for s in kernel.stalls), 100.0, rel_tol=1e-6)
+    assert result.ncu.passes and all(p > 0 for p in result.ncu.passes)
+
+
+def test_seed_problem_profiles_only_the_candidate_kernel(gpu_client, tmp_path):
+    events = []
+    result = gpu_client.profile(load_source(FIXTURES / "seed47.py"), on_progress=events.append)
+    _sane(result)
+    assert [k.name for k in result.kernels] == ["vga_linear_kernel"]
+    kernel = result.kernels[0]
+    assert kernel.nvtx_range == "profsvc"
+    assert (kernel.grid.x, kernel.grid.y, kernel.block.x) == (8, 12, 224)
+    assert 0.5e3 < kernel.value("duration") < 100e3  # ns: a tiny kernel, about 2.6 μs in the fixtures
+    assert kernel.stalls[0].share_pct <= 100
+    stages = [e.stage for e in events]
+    assert Stage.QUEUED in stages and Stage.PROFILING in stages and Stage.PARSING in stages
+    # The downloaded .ncu-rep reads back to the very figures the result carries.
+    report = gpu_client.download_artifact(result.artifacts[0].id, tmp_path)
+    assert analyze_report(report).kernels == result.kernels
+
+
+def test_large_memory_bound_kernel(gpu_client):
+    result = gpu_client.profile(load_source(FIXTURES / "big.py"))
+    _sane(result)
+    assert [k.name for k in result.kernels] == ["relu2_k"]
+    kernel = result.kernels[0]
+    assert kernel.value("dram_bytes_read") >= 2**30  # 1 GiB in
+    assert kernel.value("dram_throughput_pct") > 50
+    assert kernel.value("global_load_sectors_per_request") == pytest.approx(16.0)  # float4: 512 B per warp
+
+
+def test_cuda_program_profiles_its_nvtx_range_only(gpu_client):
+    result = gpu_client.profile(load_source(EXAMPLES / "saxpy.cu"))
+    _sane(result)
+    assert len(result.kernels) == 1  # the warm-up launch outside the range is not profiled
+    assert result.kernels[0].name == "saxpy"
+    assert result.kernels[0].nvtx_range == "saxpy"
+
+
+def test_cuda_program_without_nvtx_filtered_by_name_and_count(gpu_client):
+    source = b"""
+__global__ void fill(float* p, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] = i; }
+__global__ void twice(float* p, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] *= 2; }
+int main() {
+  float* p; int n = 1 << 20; cudaMalloc(&p, n * sizeof(float));
+  for (int r = 0; r < 3; ++r) { fill<<<n / 256, 256>>>(p, n); twice<<<n / 256, 256>>>(p, n); }
+  cudaDeviceSynchronize(); cudaFree(p); return 0;
+}
+"""
+    result = gpu_client.profile(
+        KernelSource(main=SourceFile(name="plain.cu", content=source)),
+        kernel_filter=KernelFilter(name_regex="^twice$", launch_count=2),
+    )
+    _sane(result)
+    assert [k.name for k in result.kernels] == ["twice", "twice"]
+
+
+def test_python_compile_error_points_at_the_users_line(gpu_client):
+    text = (FIXTURES / "seed47.py").read_text().replace("sum = fmaf(", "sum = fmaf_typo(")
+    result = gpu_client.profile(KernelSource(main=SourceFile(name="broken47.py", content=text.encode())))
+    assert not result.ok and result.error.kind == "compile_error"
+    expected_line = next(i for i, line in enumerate(text.splitlines(), 1) if "fmaf_typo" in line)
+    assert any(d.file == "broken47.py" and d.line == expected_line for d in result.compile.diagnostics), (
+        result.compile.diagnostics
+    )
+
+
+def test_runtime_error_in_candidate_is_a_result_with_its_line(gpu_client):
+    text = (
+        (FIXTURES / "seed47.py")
+        .read_text()
+        .replace(
+            "return ext().vga_linear_forward", "raise ValueError('bad shape')\n        return ext().vga_linear_forward"
+        )
+    )
+    result = gpu_client.profile(KernelSource(main=SourceFile(name="raises47.py", content=text.encode())))
+    assert not result.ok and result.error.kind == "runtime_error"
+    assert "ValueError: bad shape" in result.error.message and "raises47.py line" in result.error.message
+
+
+def test_cli_profile_embedded_and_out_dir(tmp_path):
+    done = run_cli("profile", FIXTURES / "seed47.py", "--out", tmp_path, env={"PROFSVC_STATE_DIR": str(tmp_path / "s")})
+    assert done.returncode == 0, done.stderr
+    assert "vga_linear_kernel" in done.stdout
+    assert (tmp_path / "report.ncu-rep").is_file() and (tmp_path / "result.json").is_file()

@@ -1,0 +1,131 @@
+"""Round trips over loopback: gRPC, health, reflection, errors, and the CLI against `profsvc serve`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import grpc
+import pytest
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from profsvc.metrics.analysis import analyze_report
+from profsvc_client import errors
+from profsvc_client.client import load_source
+from profsvc_client.models import KernelFilter, KernelSource, Severity, SourceFile
+from tests.conftest import FIXTURES, REPORTS
+from tests.integration.conftest import HAS_GPU, run_cli
+
+EXAMPLES = FIXTURES.parent.parent / "examples"
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+no_gpu_only = pytest.mark.skipif(HAS_GPU, reason="checks the answer of a server without a GPU")
+
+
+def test_capabilities(client):
+    caps = client.capabilities()
+    assert caps.server_version
+    assert {s.name for s in caps.metric_sets} >= {"default", "basic", "full"}
+    assert caps.profiling_available == (not caps.unavailable_reason)
+
+
+@pytest.mark.parametrize("report", REPORTS, ids=lambda p: p.name)
+def test_analyze_over_grpc_equals_the_reader(client, report):
+    result = client.analyze(report)
+    direct = analyze_report(report)
+    assert result.ok
+    assert result.kernels == direct.kernels
+    assert result.device == direct.device
+    assert "=== profsvc kernel profile ===" in result.report_text
+
+
+def test_analyze_filter_by_name(client):
+    result = client.analyze(REPORTS[0], kernel_filter=KernelFilter(name_regex="^no_such_kernel$"))
+    assert not result.ok
+    assert result.error.kind == "no_kernels_profiled"
+
+
+def test_garbage_report_is_invalid_argument(client):
+    with pytest.raises(errors.InvalidRequest) as caught:
+        client.analyze(b"this is not a report")
+    assert caught.value.reason == errors.Reason.BAD_REPORT
+    assert caught.value.request_id
+
+
+@no_gpu_only
+def test_profile_without_gpu_is_failed_precondition(client):
+    with pytest.raises(errors.PreconditionFailed) as caught:
+        client.profile(load_source(FIXTURES / "seed47.py"))
+    assert caught.value.reason in (errors.Reason.NO_GPU, errors.Reason.NO_NCU)
+    assert "GPU" in caught.value.message or "ncu" in caught.value.message
+
+
+def test_bad_input_is_invalid_argument_with_reason(client):
+    with pytest.raises(errors.InvalidRequest) as caught:
+        client.compile(KernelSource(main=SourceFile(name="k.py", content=b"\xff\xfe")))
+    assert caught.value.reason == errors.Reason.SOURCE_NOT_UTF8
+
+
+def test_unknown_artifact_is_not_found(client):
+    with pytest.raises(errors.NotFound):
+        client.download_artifact("0" * 32 + ".report.ncu-rep", "/tmp")
+    with pytest.raises(errors.NotFound):
+        client.download_artifact("../../etc/passwd", "/tmp")
+
+
+@needs_nvcc
+def test_compile_cuda_program_then_cached(client):
+    first = client.compile(load_source(EXAMPLES / "saxpy.cu"))
+    assert first.ok, first.log
+    second = client.compile(load_source(EXAMPLES / "saxpy.cu"))
+    assert second.ok and second.units[0].cached
+    assert second.units[0].cache_key == first.units[0].cache_key
+
+
+@needs_nvcc
+def test_compile_error_is_a_located_result(client):
+    source = b"#include <cstdio>\nint main() {\n  int x = ;\n  return 0;\n}\n"
+    result = client.compile(KernelSource(main=SourceFile(name="broken.cu", content=source)))
+    assert not result.ok
+    error = next(d for d in result.diagnostics if d.severity == Severity.ERROR)
+    assert (error.file, error.line) == ("broken.cu", 3)
+    assert "expected an expression" in error.message
+    assert "broken.cu(3)" in result.log
+
+
+def test_health_and_reflection(server):
+    with grpc.insecure_channel(server) as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        responses = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+        services = {s.name for r in responses for s in r.list_services_response.service}
+    assert {"profsvc.v1.Profiler", "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"} <= services
+
+
+def test_cli_analyze_against_profsvc_serve(served, tmp_path):
+    text = run_cli("analyze", FIXTURES / "seed47_full.ncu-rep", "--server", served)
+    assert text.returncode == 0, text.stderr
+    assert "vga_linear_kernel" in text.stdout and "long_scoreboard" in text.stdout
+    as_json = run_cli(
+        "analyze", FIXTURES / "big_full.ncu-rep", "--server", served, "--format", "json", "--out", tmp_path
+    )
+    assert as_json.returncode == 0, as_json.stderr
+    result = json.loads(as_json.stdout)
+    duration = result["kernels"][0]["figures"]["duration"]
+    assert duration == {"value": 539968.0, "unit": "ns"}
+    assert json.loads((tmp_path / "result.json").read_text()) == result
+
+
+@no_gpu_only
+def test_cli_profile_without_gpu_is_one_line_and_exit_3(served):
+    done = run_cli("profile", FIXTURES / "seed47.py", "--server", served)
+    assert done.returncode == 3
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "NO_GPU" in lines[0] and "Traceback" not in done.stderr
+
+
+def test_cli_bad_input_and_no_server(served, tmp_path):
+    empty = tmp_path / "empty.py"
+    empty.write_text("")
+    done = run_cli("compile", empty, "--server", served)
+    assert done.returncode == 2 and "EMPTY_SOURCE" in done.stderr
+    nobody = run_cli("analyze", FIXTURES / "seed47_full.ncu-rep", "--server", "127.0.0.1:1")
+    assert nobody.returncode == 4 and len(nobody.stderr.strip().splitlines()) == 1

@@ -1,0 +1,73 @@
+"""Compiler output parsing and mapping back into the user's file."""
+
+from __future__ import annotations
+
+from profsvc.build.diagnostics import FileMap, parse_diagnostics
+from profsvc.build.python_problem import HarnessStatus, compile_result
+from profsvc_client.models import Severity
+
+# Real messages as g++ 12 and nvcc 13 print them (paths shortened).
+GCC_LOG = """[1/3] c++ -MMD -MF main.o.d ... -c /cache/k/main.cpp -o main.o
+FAILED: main.o
+/cache/k/main.cpp: In function 'void pybind11_init_vga(pybind11::module_&)':
+/cache/k/main.cpp:4:57: error: 'vga_linear_forward' was not declared in this scope
+/cache/k/main.cpp:9:3: warning: unused variable 'x' [-Wunused-variable]
+"""
+NVCC_LOG = """/cache/k/cuda.cu(25): error: identifier "sm" is undefined
+      sum += sm[i];
+             ^
+/cache/k/cuda.cu(30): warning #177-D: variable "t" was declared but never referenced
+ptxas error   : Entry function '_Z3fooPf' uses too much shared data (0x20000 bytes, 0xc000 max)
+/usr/bin/ld: cannot find -lfoo: No such file or directory
+"""
+
+
+def test_gcc_messages_with_columns():
+    found = parse_diagnostics(GCC_LOG)
+    assert [(d.file, d.line, d.column, d.severity) for d in found] == [
+        ("main.cpp", 4, 57, Severity.ERROR),
+        ("main.cpp", 9, 3, Severity.WARNING),
+    ]
+    assert found[0].message == "'vga_linear_forward' was not declared in this scope"
+
+
+def test_nvcc_ptxas_and_linker_messages():
+    found = parse_diagnostics(NVCC_LOG)
+    assert (found[0].file, found[0].line, found[0].severity) == ("cuda.cu", 25, Severity.ERROR)
+    assert found[0].message == 'identifier "sm" is undefined'
+    assert (found[1].line, found[1].severity) == (30, Severity.WARNING)
+    assert "too much shared data" in found[2].message and found[2].file == ""
+    assert "cannot find -lfoo" in found[3].message
+
+
+def test_lines_map_back_into_the_users_python_file():
+    file_map = FileMap()
+    file_map.add("cuda.cu", "problem.py", 20 - 3 - 1)
+    found = parse_diagnostics(NVCC_LOG, file_map)
+    # cuda.cu line 4 is the first line of the user's string, which starts on problem.py line 20.
+    assert (found[0].file, found[0].line) == ("problem.py", 25 + 16)
+
+
+def test_harness_compile_error_status_becomes_a_located_result():
+    status = HarnessStatus(
+        ok=False,
+        stage="compiling",
+        kind="compile_error",
+        message="Error building extension 'ext'",
+        build_log='/c/k/cuda.cu(10): error: expected a ";"\n',
+        builds=[
+            {
+                "name": "ext",
+                "cache_key": "k",
+                "cached": False,
+                "seconds": 1.0,
+                "cuda_first_line": 30,
+                "cpp_first_line": 0,
+                "build_directory": "/c/k",
+            }
+        ],
+    )
+    result = compile_result(status, "cand.py", 2.0)
+    assert not result.ok
+    assert (result.diagnostics[0].file, result.diagnostics[0].line) == ("cand.py", 36)
+    assert result.units[0].name == "ext"

@@ -1,0 +1,58 @@
+"""The exact ncu command line, and parsing of ncu's progress output (no GPU needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from profsvc.ncu.command import NcuOptions, marks_nvtx_ranges, ncu_command
+from profsvc.ncu.runner import NcuProgress, _ProgressParser
+
+
+def test_python_problem_command():
+    options = NcuOptions(
+        collection_args=("--set", "full", "--import-source", "yes"),
+        export_path=Path("/j/report.ncu-rep"),
+        nvtx_include=("profsvc/",),
+        launch_count=64,
+    )
+    argv = ncu_command("/usr/bin/ncu", options, ["python", "-m", "profsvc.worker.harness"])
+    assert argv == [
+        "/usr/bin/ncu", "--config-file", "off", "--clock-control", "none", "--cache-control", "all",
+        "--replay-mode", "kernel", "--target-processes", "all",
+        "--nvtx", "--nvtx-include", "profsvc/",
+        "--launch-count", "64",
+        "--set", "full", "--import-source", "yes",
+        "--export", "/j/report.ncu-rep", "--force-overwrite",
+        "python", "-m", "profsvc.worker.harness",
+    ]  # fmt: skip
+
+
+def test_kernel_filter_flags():
+    options = NcuOptions(collection_args=(), export_path=Path("r"), name_regex="gemm.*", launch_skip=2, launch_count=1)
+    argv = ncu_command("ncu", options, ["./program"])
+    assert argv[argv.index("--kernel-name") + 1] == "regex:gemm.*"
+    assert argv[argv.index("--launch-skip") + 1] == "2"
+    assert "--nvtx" not in argv
+
+
+def test_nvtx_use_is_detected_in_cuda_sources():
+    assert marks_nvtx_ranges('nvtxRangePushA("x");')
+    assert marks_nvtx_ranges('nvtx3::scoped_range r{"x"};')
+    assert not marks_nvtx_ranges("int main() { return 0; }")
+
+
+def test_progress_and_pass_counts_from_streamed_output():
+    events: list[NcuProgress] = []
+    parser = _ProgressParser(events.append)
+    for chunk in [
+        "==PROF== Connected to process 846 (/usr/bin/python3.12)\n",
+        '==PROF== Profiling "vga_linear_kernel" - 0: 0%',
+        "....50%",
+        "....100% - 38 passes\n",
+        '==PROF== Profiling "relu2_k" - 1: 0%....50%....100% - 37 passes\n',
+        "==PROF== Disconnected from process 846\n",
+    ]:
+        parser.feed(chunk)
+    assert parser.passes == [38, 37]
+    assert [e.percent for e in events if e.kernel_index == 1] == [0, 50, 100]
+    assert events[-1] == NcuProgress(kernel_index=2, kernel_name="relu2_k", percent=100, passes=37)

@@ -1,0 +1,73 @@
+"""Bad input is refused with one clear line and the right reason code."""
+
+from __future__ import annotations
+
+import pytest
+
+from profsvc.config import Limits
+from profsvc.server.validation import validate_filter, validate_metric_set, validate_source
+from profsvc_client.errors import InvalidRequest, Reason
+from profsvc_client.models import KernelFilter, KernelSource, SourceFile, SourceKind
+from tests.conftest import FIXTURES
+
+LIMITS = Limits(max_source_bytes=4096)
+PROBLEM = b"class Model: pass\nclass ModelNew: pass\ndef get_inputs(): return []\ndef get_init_inputs(): return []\n"
+
+
+def _source(name: str, content: bytes, **extra) -> KernelSource:
+    return KernelSource(main=SourceFile(name=name, content=content), **extra)
+
+
+@pytest.mark.parametrize(
+    ("source", "reason", "text"),
+    [
+        (_source("k.py", b""), Reason.EMPTY_SOURCE, "empty"),
+        (_source("k.py", b"  \n\t"), Reason.EMPTY_SOURCE, "whitespace"),
+        (_source("k.py", b"x" * 5000), Reason.SOURCE_TOO_LARGE, "5,000 bytes"),
+        (_source("k.py", b"\xff\xfe bad"), Reason.SOURCE_NOT_UTF8, "not UTF-8"),
+        (_source("k.py", b"def f(:\n"), Reason.SYNTAX_ERROR, "k.py:1:"),
+        (_source("k.py", b"class ModelNew: pass\n"), Reason.MISSING_SYMBOL, "Model, get_inputs, get_init_inputs"),
+        (_source("k.txt", b"x"), Reason.BAD_SOURCE_KIND, ".py"),
+        (_source("../etc/passwd.py", PROBLEM), Reason.BAD_ARGUMENT, "not allowed"),
+        (_source("p.cu", b"__global__ void k() {}\n"), Reason.MISSING_SYMBOL, "int main("),
+        (_source("p.cu", b"int main() {}", nvcc_flags=["-o/tmp/x"]), Reason.BAD_ARGUMENT, "nvcc flag"),
+    ],
+)
+def test_bad_sources(source, reason, text):
+    with pytest.raises(InvalidRequest) as caught:
+        validate_source(source, LIMITS)
+    assert caught.value.reason == reason
+    assert text in caught.value.message
+    assert "\n" not in caught.value.message
+
+
+def test_seed_problem_and_split_reference_are_accepted():
+    spec = validate_source(_source("seed47.py", (FIXTURES / "seed47.py").read_bytes()), Limits())
+    assert spec.kind == SourceKind.PYTHON_PROBLEM
+    split = KernelSource(
+        main=SourceFile(name="cand.py", content=b"class ModelNew: pass\n"),
+        reference=SourceFile(
+            name="ref.py", content=b"class Model: pass\ndef get_inputs(): pass\ndef get_init_inputs(): pass\n"
+        ),
+    )
+    assert validate_source(split, LIMITS).reference_name == "ref.py"
+
+
+def test_reference_missing_names_is_named():
+    split = KernelSource(
+        main=SourceFile(name="cand.py", content=b"class ModelNew: pass\n"),
+        reference=SourceFile(name="ref.py", content=b"class Model: pass\n"),
+    )
+    with pytest.raises(InvalidRequest, match=r"ref\.py defines no get_inputs, get_init_inputs"):
+        validate_source(split, LIMITS)
+
+
+def test_filters_and_metric_sets():
+    with pytest.raises(InvalidRequest, match="regex"):
+        validate_filter(KernelFilter(name_regex="(unclosed"), LIMITS)
+    with pytest.raises(InvalidRequest, match="limit"):
+        validate_filter(KernelFilter(launch_count=10_000), LIMITS)
+    with pytest.raises(InvalidRequest, match="default") as caught:
+        validate_metric_set("everything")
+    assert caught.value.reason == Reason.UNKNOWN_METRIC_SET
+    assert validate_metric_set("").name == "default"
