@@ -1,14 +1,98 @@
-"""Shared fixtures: the committed real ncu reports and a loaded ncu_report reader."""
+"""Shared fixtures: the committed real ncu reports, the report reader, and real servers on loopback."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
+import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from profsvc.config import ServerConfig
+from profsvc.server.app import EmbeddedServer
+from profsvc_client.client import ProfilerClient
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPORTS = sorted(FIXTURES.glob("*.ncu-rep"))
+HAS_GPU = shutil.which("nvidia-smi") is not None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An in-process server (same code as `profsvc serve`) on an ephemeral loopback port."""
+    embedded = EmbeddedServer(ServerConfig(state_dir=tmp_path_factory.mktemp("state")))
+    target = embedded.start()
+    yield target
+    embedded.stop()
+
+
+@pytest.fixture
+def client(server: str) -> Iterator[ProfilerClient]:
+    with ProfilerClient(server, timeout=300) as c:
+        yield c
+
+
+def wait_healthy(target: str, timeout: float = 60.0) -> None:
+    """Block until the gRPC health service says SERVING."""
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while True:
+            try:
+                if (
+                    stub.Check(health_pb2.HealthCheckRequest(), timeout=2).status
+                    == health_pb2.HealthCheckResponse.SERVING
+                ):
+                    return
+            except grpc.RpcError:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(0.2)
+
+
+@pytest.fixture(scope="session")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`profsvc serve` as its own process, as a user starts it."""
+    port = free_port()
+    state = tmp_path_factory.mktemp("served")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "profsvc_client.cli", "serve", "--port", str(port), "--state-dir", str(state)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    target = f"127.0.0.1:{port}"
+    try:
+        wait_healthy(target)
+        yield target
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def run_cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the `profsvc` CLI as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "profsvc_client.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,7 @@ import pytest
 from profsvc.metrics.analysis import analyze_report
 from profsvc_client.client import ProfilerClient, load_source
 from profsvc_client.models import KernelFilter, KernelSource, ProfileResult, SourceFile, Stage
-from tests.conftest import FIXTURES
-from tests.integration.conftest import run_cli
+from tests.conftest import FIXTURES, run_cli
 
 pytestmark = pytest.mark.gpu
 EXAMPLES = FIXTURES.parent.parent / "examples"

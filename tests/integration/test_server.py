@@ -13,8 +13,7 @@ from profsvc.metrics.analysis import analyze_report
 from profsvc_client import errors
 from profsvc_client.client import load_source
 from profsvc_client.models import KernelFilter, KernelSource, Severity, SourceFile
-from tests.conftest import FIXTURES, REPORTS
-from tests.integration.conftest import HAS_GPU, run_cli
+from tests.conftest import FIXTURES, HAS_GPU, REPORTS, run_cli
 
 EXAMPLES = FIXTURES.parent.parent / "examples"
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
