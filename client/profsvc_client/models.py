@@ -177,6 +177,59 @@ class NcuRuleResult(_Model):
     speedup_type: str = ""
 
 
+class Roofline(_Model):
+    """Roofline placement of a kernel for one precision."""
+
+    precision: str = ""
+    achieved_flop_per_s: float | None = None
+    peak_flop_per_s: float | None = None
+    dram_byte_per_s: float | None = None
+    peak_dram_byte_per_s: float | None = None
+    arithmetic_intensity: float | None = None
+    ridge_point: float | None = None
+    bound: str = ""
+    roof_pct: float | None = None
+    l2_arithmetic_intensity: float | None = None
+    l1_arithmetic_intensity: float | None = None
+
+
+class SourceHotspot(_Model):
+    """One CUDA source line that stands out in the stall samples."""
+
+    file: str = ""
+    line: int = 0
+    text: str = ""
+    samples: int = 0
+    sample_share_pct: float = 0.0
+    top_stall: str = ""
+    top_stall_share_pct: float = 0.0
+    global_memory_instructions: float | None = None
+    excess_sectors: float | None = None
+
+
+class Evidence(_Model):
+    """One figure a hint quotes."""
+
+    figure: str = ""
+    value: float | None = None
+    unit: str = ""
+
+
+class Hint(_Model):
+    """One optimization hint, backed by the figures that triggered it."""
+
+    rule_id: str = ""
+    origin: str = ""
+    severity: str = ""
+    title: str = ""
+    message: str = ""
+    advice: str = ""
+    estimated_speedup_pct: float = 0.0
+    evidence: list[Evidence] = Field(default_factory=list)
+    source_lines: list[str] = Field(default_factory=list)
+    docs: str = ""
+
+
 class KernelResult(_Model):
     """Everything measured for one profiled kernel launch."""
 
@@ -189,6 +242,10 @@ class KernelResult(_Model):
     ncu_rules: list[NcuRuleResult] = Field(default_factory=list)
     nvtx_range: str = ""
     launch_index: int = 0
+    roofline: Roofline = Field(default_factory=Roofline)
+    hotspots: list[SourceHotspot] = Field(default_factory=list)
+    occupancy_limiter: str = ""
+    hints: list[Hint] = Field(default_factory=list)
 
     def value(self, figure: str) -> float | None:
         """The value of a catalog figure, None when absent."""
@@ -232,6 +289,35 @@ class JobError(_Model):
     detail: str = ""
 
 
+class KernelShare(_Model):
+    """One kernel's share of a call that launched several."""
+
+    name: str = ""
+    launches: int = 0
+    duration_ns: float = 0.0
+    share_pct: float = 0.0
+
+
+class Aggregate(_Model):
+    """Totals over all profiled launches."""
+
+    launches: int = 0
+    total_duration_ns: float = 0.0
+    kernels: list[KernelShare] = Field(default_factory=list)
+
+
+class DeltaRow(_Model):
+    """One figure compared with the session's previous result."""
+
+    kernel: str = ""
+    figure: str = ""
+    before: float | None = None
+    after: float | None = None
+    unit: str = ""
+    change_pct: float | None = None
+    verdict: str = ""
+
+
 class ProfileResult(_Model):
     """Result of Profile and Analyze."""
 
@@ -245,3 +331,6 @@ class ProfileResult(_Model):
     error: JobError = Field(default_factory=JobError)
     report_text: str = ""
     warnings: list[str] = Field(default_factory=list)
+    aggregate: Aggregate = Field(default_factory=Aggregate)
+    delta: list[DeltaRow] = Field(default_factory=list)
+    session_id: str = ""

@@ -174,14 +174,16 @@ class CompileResponse(_message.Message):
     def __init__(self, result: _Optional[_Union[CompileResult, _Mapping]] = ...) -> None: ...
 
 class ProfileRequest(_message.Message):
-    __slots__ = ("source", "filter", "metric_set")
+    __slots__ = ("source", "filter", "metric_set", "session_id")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     METRIC_SET_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     source: KernelSource
     filter: KernelFilter
     metric_set: str
-    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., filter: _Optional[_Union[KernelFilter, _Mapping]] = ..., metric_set: _Optional[str] = ...) -> None: ...
+    session_id: str
+    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., filter: _Optional[_Union[KernelFilter, _Mapping]] = ..., metric_set: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ("stage", "message", "passes", "kernel_index", "elapsed_seconds", "queue_position")
@@ -254,8 +256,90 @@ class NcuRuleResult(_message.Message):
     speedup_type: str
     def __init__(self, rule_id: _Optional[str] = ..., section: _Optional[str] = ..., title: _Optional[str] = ..., message: _Optional[str] = ..., type: _Optional[str] = ..., estimated_speedup_pct: _Optional[float] = ..., speedup_type: _Optional[str] = ...) -> None: ...
 
+class Roofline(_message.Message):
+    __slots__ = ("precision", "achieved_flop_per_s", "peak_flop_per_s", "dram_byte_per_s", "peak_dram_byte_per_s", "arithmetic_intensity", "ridge_point", "bound", "roof_pct", "l2_arithmetic_intensity", "l1_arithmetic_intensity")
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    ACHIEVED_FLOP_PER_S_FIELD_NUMBER: _ClassVar[int]
+    PEAK_FLOP_PER_S_FIELD_NUMBER: _ClassVar[int]
+    DRAM_BYTE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    PEAK_DRAM_BYTE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    ARITHMETIC_INTENSITY_FIELD_NUMBER: _ClassVar[int]
+    RIDGE_POINT_FIELD_NUMBER: _ClassVar[int]
+    BOUND_FIELD_NUMBER: _ClassVar[int]
+    ROOF_PCT_FIELD_NUMBER: _ClassVar[int]
+    L2_ARITHMETIC_INTENSITY_FIELD_NUMBER: _ClassVar[int]
+    L1_ARITHMETIC_INTENSITY_FIELD_NUMBER: _ClassVar[int]
+    precision: str
+    achieved_flop_per_s: float
+    peak_flop_per_s: float
+    dram_byte_per_s: float
+    peak_dram_byte_per_s: float
+    arithmetic_intensity: float
+    ridge_point: float
+    bound: str
+    roof_pct: float
+    l2_arithmetic_intensity: float
+    l1_arithmetic_intensity: float
+    def __init__(self, precision: _Optional[str] = ..., achieved_flop_per_s: _Optional[float] = ..., peak_flop_per_s: _Optional[float] = ..., dram_byte_per_s: _Optional[float] = ..., peak_dram_byte_per_s: _Optional[float] = ..., arithmetic_intensity: _Optional[float] = ..., ridge_point: _Optional[float] = ..., bound: _Optional[str] = ..., roof_pct: _Optional[float] = ..., l2_arithmetic_intensity: _Optional[float] = ..., l1_arithmetic_intensity: _Optional[float] = ...) -> None: ...
+
+class SourceHotspot(_message.Message):
+    __slots__ = ("file", "line", "text", "samples", "sample_share_pct", "top_stall", "top_stall_share_pct", "global_memory_instructions", "excess_sectors")
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    SAMPLE_SHARE_PCT_FIELD_NUMBER: _ClassVar[int]
+    TOP_STALL_FIELD_NUMBER: _ClassVar[int]
+    TOP_STALL_SHARE_PCT_FIELD_NUMBER: _ClassVar[int]
+    GLOBAL_MEMORY_INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
+    EXCESS_SECTORS_FIELD_NUMBER: _ClassVar[int]
+    file: str
+    line: int
+    text: str
+    samples: int
+    sample_share_pct: float
+    top_stall: str
+    top_stall_share_pct: float
+    global_memory_instructions: float
+    excess_sectors: float
+    def __init__(self, file: _Optional[str] = ..., line: _Optional[int] = ..., text: _Optional[str] = ..., samples: _Optional[int] = ..., sample_share_pct: _Optional[float] = ..., top_stall: _Optional[str] = ..., top_stall_share_pct: _Optional[float] = ..., global_memory_instructions: _Optional[float] = ..., excess_sectors: _Optional[float] = ...) -> None: ...
+
+class Evidence(_message.Message):
+    __slots__ = ("figure", "value", "unit")
+    FIGURE_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    UNIT_FIELD_NUMBER: _ClassVar[int]
+    figure: str
+    value: float
+    unit: str
+    def __init__(self, figure: _Optional[str] = ..., value: _Optional[float] = ..., unit: _Optional[str] = ...) -> None: ...
+
+class Hint(_message.Message):
+    __slots__ = ("rule_id", "origin", "severity", "title", "message", "advice", "estimated_speedup_pct", "evidence", "source_lines", "docs")
+    RULE_ID_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    SEVERITY_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ADVICE_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATED_SPEEDUP_PCT_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_LINES_FIELD_NUMBER: _ClassVar[int]
+    DOCS_FIELD_NUMBER: _ClassVar[int]
+    rule_id: str
+    origin: str
+    severity: str
+    title: str
+    message: str
+    advice: str
+    estimated_speedup_pct: float
+    evidence: _containers.RepeatedCompositeFieldContainer[Evidence]
+    source_lines: _containers.RepeatedScalarFieldContainer[str]
+    docs: str
+    def __init__(self, rule_id: _Optional[str] = ..., origin: _Optional[str] = ..., severity: _Optional[str] = ..., title: _Optional[str] = ..., message: _Optional[str] = ..., advice: _Optional[str] = ..., estimated_speedup_pct: _Optional[float] = ..., evidence: _Optional[_Iterable[_Union[Evidence, _Mapping]]] = ..., source_lines: _Optional[_Iterable[str]] = ..., docs: _Optional[str] = ...) -> None: ...
+
 class KernelResult(_message.Message):
-    __slots__ = ("name", "demangled_name", "grid", "block", "figures", "stalls", "ncu_rules", "nvtx_range", "launch_index")
+    __slots__ = ("name", "demangled_name", "grid", "block", "figures", "stalls", "ncu_rules", "nvtx_range", "launch_index", "roofline", "hotspots", "occupancy_limiter", "hints")
     class FiguresEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -272,6 +356,10 @@ class KernelResult(_message.Message):
     NCU_RULES_FIELD_NUMBER: _ClassVar[int]
     NVTX_RANGE_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ROOFLINE_FIELD_NUMBER: _ClassVar[int]
+    HOTSPOTS_FIELD_NUMBER: _ClassVar[int]
+    OCCUPANCY_LIMITER_FIELD_NUMBER: _ClassVar[int]
+    HINTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     demangled_name: str
     grid: Dim3
@@ -281,7 +369,51 @@ class KernelResult(_message.Message):
     ncu_rules: _containers.RepeatedCompositeFieldContainer[NcuRuleResult]
     nvtx_range: str
     launch_index: int
-    def __init__(self, name: _Optional[str] = ..., demangled_name: _Optional[str] = ..., grid: _Optional[_Union[Dim3, _Mapping]] = ..., block: _Optional[_Union[Dim3, _Mapping]] = ..., figures: _Optional[_Mapping[str, FigureValue]] = ..., stalls: _Optional[_Iterable[_Union[StallReason, _Mapping]]] = ..., ncu_rules: _Optional[_Iterable[_Union[NcuRuleResult, _Mapping]]] = ..., nvtx_range: _Optional[str] = ..., launch_index: _Optional[int] = ...) -> None: ...
+    roofline: Roofline
+    hotspots: _containers.RepeatedCompositeFieldContainer[SourceHotspot]
+    occupancy_limiter: str
+    hints: _containers.RepeatedCompositeFieldContainer[Hint]
+    def __init__(self, name: _Optional[str] = ..., demangled_name: _Optional[str] = ..., grid: _Optional[_Union[Dim3, _Mapping]] = ..., block: _Optional[_Union[Dim3, _Mapping]] = ..., figures: _Optional[_Mapping[str, FigureValue]] = ..., stalls: _Optional[_Iterable[_Union[StallReason, _Mapping]]] = ..., ncu_rules: _Optional[_Iterable[_Union[NcuRuleResult, _Mapping]]] = ..., nvtx_range: _Optional[str] = ..., launch_index: _Optional[int] = ..., roofline: _Optional[_Union[Roofline, _Mapping]] = ..., hotspots: _Optional[_Iterable[_Union[SourceHotspot, _Mapping]]] = ..., occupancy_limiter: _Optional[str] = ..., hints: _Optional[_Iterable[_Union[Hint, _Mapping]]] = ...) -> None: ...
+
+class KernelShare(_message.Message):
+    __slots__ = ("name", "launches", "duration_ns", "share_pct")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LAUNCHES_FIELD_NUMBER: _ClassVar[int]
+    DURATION_NS_FIELD_NUMBER: _ClassVar[int]
+    SHARE_PCT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    launches: int
+    duration_ns: float
+    share_pct: float
+    def __init__(self, name: _Optional[str] = ..., launches: _Optional[int] = ..., duration_ns: _Optional[float] = ..., share_pct: _Optional[float] = ...) -> None: ...
+
+class Aggregate(_message.Message):
+    __slots__ = ("launches", "total_duration_ns", "kernels")
+    LAUNCHES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_DURATION_NS_FIELD_NUMBER: _ClassVar[int]
+    KERNELS_FIELD_NUMBER: _ClassVar[int]
+    launches: int
+    total_duration_ns: float
+    kernels: _containers.RepeatedCompositeFieldContainer[KernelShare]
+    def __init__(self, launches: _Optional[int] = ..., total_duration_ns: _Optional[float] = ..., kernels: _Optional[_Iterable[_Union[KernelShare, _Mapping]]] = ...) -> None: ...
+
+class DeltaRow(_message.Message):
+    __slots__ = ("kernel", "figure", "before", "after", "unit", "change_pct", "verdict")
+    KERNEL_FIELD_NUMBER: _ClassVar[int]
+    FIGURE_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    UNIT_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_PCT_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    kernel: str
+    figure: str
+    before: float
+    after: float
+    unit: str
+    change_pct: float
+    verdict: str
+    def __init__(self, kernel: _Optional[str] = ..., figure: _Optional[str] = ..., before: _Optional[float] = ..., after: _Optional[float] = ..., unit: _Optional[str] = ..., change_pct: _Optional[float] = ..., verdict: _Optional[str] = ...) -> None: ...
 
 class DeviceInfo(_message.Message):
     __slots__ = ("name", "compute_capability", "sm_count")
@@ -332,7 +464,7 @@ class JobError(_message.Message):
     def __init__(self, kind: _Optional[str] = ..., message: _Optional[str] = ..., stage: _Optional[_Union[Stage, str]] = ..., kernel: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class ProfileResult(_message.Message):
-    __slots__ = ("ok", "job_id", "device", "kernels", "compile", "artifacts", "ncu", "error", "report_text", "warnings")
+    __slots__ = ("ok", "job_id", "device", "kernels", "compile", "artifacts", "ncu", "error", "report_text", "warnings", "aggregate", "delta", "session_id")
     OK_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
@@ -343,6 +475,9 @@ class ProfileResult(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     REPORT_TEXT_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATE_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     job_id: str
     device: DeviceInfo
@@ -353,7 +488,10 @@ class ProfileResult(_message.Message):
     error: JobError
     report_text: str
     warnings: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, ok: _Optional[bool] = ..., job_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., kernels: _Optional[_Iterable[_Union[KernelResult, _Mapping]]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., ncu: _Optional[_Union[NcuRun, _Mapping]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., report_text: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
+    aggregate: Aggregate
+    delta: _containers.RepeatedCompositeFieldContainer[DeltaRow]
+    session_id: str
+    def __init__(self, ok: _Optional[bool] = ..., job_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., kernels: _Optional[_Iterable[_Union[KernelResult, _Mapping]]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., ncu: _Optional[_Union[NcuRun, _Mapping]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., report_text: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., aggregate: _Optional[_Union[Aggregate, _Mapping]] = ..., delta: _Optional[_Iterable[_Union[DeltaRow, _Mapping]]] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class AnalyzeRequest(_message.Message):
     __slots__ = ("report", "filename", "filter")
