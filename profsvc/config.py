@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import sys
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 
 def default_state_dir() -> Path:
@@ -30,6 +31,33 @@ class Limits(BaseModel):
     compile_timeout_s: float = Field(default=600.0, gt=0, description="wall-clock limit of one build")
 
 
+class Security(BaseModel):
+    """Who may call the server, and over what."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    token: SecretStr | None = Field(default=None, description="bearer token every call must carry")
+    tls_cert: Path | None = Field(default=None, description="PEM certificate chain to serve TLS with")
+    tls_key: Path | None = Field(default=None, description="PEM private key of tls_cert")
+    insecure: bool = Field(default=False, description="allow a non-loopback address without a token")
+
+    @model_validator(mode="after")
+    def _cert_and_key(self) -> Security:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("TLS needs both a certificate and its key")
+        return self
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine can reach."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 class ServerConfig(BaseModel):
     """Everything `profsvc serve` (or the embedded service) runs with."""
 
@@ -37,6 +65,7 @@ class ServerConfig(BaseModel):
 
     host: str = "127.0.0.1"
     port: int = Field(default=50051, ge=0, le=65535)
+    security: Security = Field(default_factory=Security)
     state_dir: Path = Field(default_factory=default_state_dir)
     python: str = Field(default=sys.executable, description="interpreter of the worker processes")
     ncu_path: str | None = None
@@ -45,6 +74,16 @@ class ServerConfig(BaseModel):
     compile_workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), gt=0)
     keep_jobs: int = Field(default=200, gt=0, description="finished job workspaces (and artifacts) kept")
     limits: Limits = Field(default_factory=Limits)
+
+    @model_validator(mode="after")
+    def _no_open_door(self) -> ServerConfig:
+        # Untrusted code runs on this host: listening beyond loopback without a token needs --insecure.
+        if not is_loopback(self.host) and self.security.token is None and not self.security.insecure:
+            raise ValueError(
+                f"refusing to listen on {self.host} without a token: pass --token-file, or --insecure to accept "
+                "anyone who can reach this address"
+            )
+        return self
 
     @property
     def cache_dir(self) -> Path:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,17 +16,17 @@ from pathlib import Path
 from profsvc_client import errors
 from profsvc_client.client import ProfilerClient, load_source
 from profsvc_client.models import CompileResult, KernelFilter, ProfileResult, Progress
+from profsvc_client.settings import resolve_settings
 
 EXIT_OK = 0
 EXIT_RESULT_FAILED = 1
 
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--server",
-        default=os.environ.get("PROFSVC_SERVER", ""),
-        help="HOST:PORT of a profsvc server (default: embedded)",
-    )
+    parser.add_argument("--server", default="", help="HOST:PORT of a server (or PROFSVC_SERVER; default: embedded)")
+    parser.add_argument("--token-file", type=Path, default=None, help="file with the bearer token (or PROFSVC_TOKEN)")
+    parser.add_argument("--tls", action="store_true", help="connect with TLS, verifying the server with system roots")
+    parser.add_argument("--tls-ca", type=Path, default=None, help="PEM CA that signed the server (or PROFSVC_TLS_CA)")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
 
 
@@ -47,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
     serve.add_argument("--port", type=int, default=50051)
     serve.add_argument("--state-dir", type=Path, default=None, help="build cache and job folders")
+    serve.add_argument("--token-file", type=Path, default=None, help="require this bearer token on every call")
+    serve.add_argument("--tls-cert", type=Path, default=None, help="serve TLS with this PEM certificate chain")
+    serve.add_argument("--tls-key", type=Path, default=None, help="the PEM private key of --tls-cert")
+    serve.add_argument("--insecure", action="store_true", help="allow a non-loopback --host without a token")
 
     caps = commands.add_parser("capabilities", help="what the server offers (GPUs, ncu, metric sets)")
     _add_target(caps)
@@ -75,10 +78,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 @contextlib.contextmanager
-def connect(server: str) -> Iterator[ProfilerClient]:
-    """A client for --server, or for a service embedded in this process."""
-    if server:
-        with ProfilerClient(server) as client:
+def connect(args: argparse.Namespace) -> Iterator[ProfilerClient]:
+    """A client for the configured server, or for a service embedded in this process."""
+    settings = resolve_settings(server=args.server, token_file=args.token_file, tls=args.tls, tls_ca=args.tls_ca)
+    if settings.server:
+        token = settings.token.get_secret_value() if settings.token else None
+        client = ProfilerClient(
+            settings.server, token=token, tls=settings.tls, root_certificates=settings.root_certificates()
+        )
+        with client:
             yield client
         return
     try:
@@ -163,6 +171,8 @@ def _serve(args: argparse.Namespace) -> int:
         import asyncio
         import logging
 
+        from pydantic import ValidationError
+
         from profsvc.config import ServerConfig
         from profsvc.server.app import serve
     except ImportError:
@@ -170,11 +180,19 @@ def _serve(args: argparse.Namespace) -> int:
             "`profsvc serve` needs the server package: pip install profsvc", errors.Reason.UNAVAILABLE
         ) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    options = {"host": args.host, "port": args.port}
+    options: dict[str, object] = {"host": args.host, "port": args.port}
     if args.state_dir is not None:
         options["state_dir"] = args.state_dir
+    security = {"tls_cert": args.tls_cert, "tls_key": args.tls_key, "insecure": args.insecure}
+    if args.token_file is not None:
+        security["token"] = args.token_file.read_text().strip()
+    try:
+        config = ServerConfig(**options, security=security)
+    except ValidationError as error:
+        reason = error.errors()[0]["msg"].removeprefix("Value error, ")
+        raise errors.InvalidRequest(reason) from None
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(ServerConfig(**options)))
+        asyncio.run(serve(config))
     return EXIT_OK
 
 
@@ -182,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
     """Execute one parsed command; return the exit code."""
     if args.command == "serve":
         return _serve(args)
-    with connect(args.server) as client:
+    with connect(args) as client:
         if args.command == "capabilities":
             capabilities = client.capabilities()
             print(capabilities.model_dump_json(indent=2))

@@ -14,6 +14,7 @@ from grpc_reflection.v1alpha import reflection
 from profsvc.config import ServerConfig
 from profsvc.host import discover
 from profsvc.scheduler.scheduler import Scheduler
+from profsvc.server.auth import TokenInterceptor
 from profsvc.server.servicer import ProfilerServicer
 from profsvc_client._proto import profiler_pb2 as pb
 from profsvc_client._proto import profiler_pb2_grpc as pb_grpc
@@ -36,12 +37,21 @@ async def start_server(config: ServerConfig) -> RunningServer:
     """Probe the host, bind, and start serving (returns once listening)."""
     host = await discover(config.ncu_path, config.nvcc_path)
     scheduler = Scheduler(config, host)
-    server = grpc.aio.server(options=CHANNEL_OPTIONS)
+    token = config.security.token
+    interceptors = [TokenInterceptor(token.get_secret_value())] if token is not None else []
+    server = grpc.aio.server(options=CHANNEL_OPTIONS, interceptors=interceptors)
     pb_grpc.add_ProfilerServicer_to_server(ProfilerServicer(config, scheduler), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-    port = server.add_insecure_port(f"{config.host}:{config.port}")
+    address = f"{config.host}:{config.port}"
+    if config.security.tls_cert is not None and config.security.tls_key is not None:
+        credentials = grpc.ssl_server_credentials(
+            [(config.security.tls_key.read_bytes(), config.security.tls_cert.read_bytes())]
+        )
+        port = server.add_secure_port(address, credentials)
+    else:
+        port = server.add_insecure_port(address)
     if port == 0:
         raise OSError(f"cannot listen on {config.host}:{config.port}")
     await server.start()
@@ -49,7 +59,13 @@ async def start_server(config: ServerConfig) -> RunningServer:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     if host.unavailable_reason:
         log.warning("profiling unavailable: %s", host.unavailable_reason)
-    log.info("profsvc listening on %s:%d", config.host, port)
+    log.info(
+        "profsvc listening on %s:%d (%s, %s)",
+        config.host,
+        port,
+        "TLS" if config.security.tls_cert else "plaintext",
+        "token required" if token is not None else "no token",
+    )
     return RunningServer(server=server, port=port, scheduler=scheduler)
 
 

@@ -1,0 +1,105 @@
+"""Bearer tokens, TLS, and the refusal to open a non-loopback port without a token."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from profsvc.config import Security, ServerConfig
+from profsvc.server.app import EmbeddedServer
+from profsvc_client import errors
+from profsvc_client.client import ProfilerClient, load_source
+from tests.conftest import FIXTURES, run_cli
+
+TOKEN = "s3cret-token-for-tests"
+
+
+@pytest.fixture(scope="module")
+def token_server(tmp_path_factory):
+    embedded = EmbeddedServer(ServerConfig(state_dir=tmp_path_factory.mktemp("tok"), security=Security(token=TOKEN)))
+    yield embedded.start()
+    embedded.stop()
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory):
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a test certificate")
+    folder = tmp_path_factory.mktemp("tls")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+         "-keyout", str(folder / "key.pem"), "-out", str(folder / "cert.pem")],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return folder / "cert.pem", folder / "key.pem"
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory, tls_files):
+    cert, key = tls_files
+    config = ServerConfig(state_dir=tmp_path_factory.mktemp("tls-state"), security=Security(tls_cert=cert, tls_key=key))
+    embedded = EmbeddedServer(config)
+    yield embedded.start()
+    embedded.stop()
+
+
+def test_missing_and_wrong_tokens_are_unauthenticated(token_server):
+    for token in (None, "wrong-token"):
+        with ProfilerClient(token_server, token=token) as client, pytest.raises(errors.Unauthenticated) as caught:
+            client.capabilities()
+        assert caught.value.reason == errors.Reason.UNAUTHENTICATED
+
+
+def test_streaming_and_health_calls_need_the_token_too(token_server):
+    with ProfilerClient(token_server) as client, pytest.raises(errors.Unauthenticated):
+        client.profile(load_source(FIXTURES / "seed47.py"))
+    with grpc.insecure_channel(token_server) as channel, pytest.raises(grpc.RpcError) as caught:
+        health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
+    assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_valid_token_is_served(token_server):
+    with ProfilerClient(token_server, token=TOKEN) as client:
+        assert client.analyze(FIXTURES / "seed47_full.ncu-rep").ok
+
+
+def test_cli_reads_the_token_from_file_and_environment(token_server, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    report = FIXTURES / "seed47_full.ncu-rep"
+    assert run_cli("analyze", report, "--server", token_server, "--token-file", token_file).returncode == 0
+    assert run_cli("analyze", report, "--server", token_server, env={"PROFSVC_TOKEN": TOKEN}).returncode == 0
+    denied = run_cli("analyze", report, "--server", token_server, env={"PROFSVC_TOKEN": "nope"})
+    assert denied.returncode == 7 and "UNAUTHENTICATED" in denied.stderr
+
+
+def test_tls_handshake_verified_with_the_ca(tls_server, tls_files):
+    cert, _ = tls_files
+    port = tls_server.rsplit(":", 1)[1]
+    with ProfilerClient(f"localhost:{port}", root_certificates=cert.read_bytes(), timeout=30) as client:
+        assert client.capabilities().server_version
+
+
+def test_tls_server_refuses_plaintext_and_unknown_ca(tls_server):
+    port = tls_server.rsplit(":", 1)[1]
+    with ProfilerClient(f"localhost:{port}", timeout=5) as client, pytest.raises(errors.ServerUnavailable):
+        client.capabilities()
+    # System roots do not know the self-signed certificate: the client refuses the server.
+    with ProfilerClient(f"localhost:{port}", tls=True, timeout=5) as client, pytest.raises(errors.ServerUnavailable):
+        client.capabilities()
+
+
+def test_non_loopback_without_token_is_refused():
+    with pytest.raises(ValueError, match="refusing to listen on 0.0.0.0 without a token"):
+        ServerConfig(host="0.0.0.0")
+    assert ServerConfig(host="0.0.0.0", security=Security(insecure=True)).host == "0.0.0.0"
+    assert ServerConfig(host="0.0.0.0", security=Security(token=TOKEN)).host == "0.0.0.0"
+    assert ServerConfig(host="::1").host == "::1"
+    refused = run_cli("serve", "--host", "0.0.0.0", "--port", "0")
+    assert refused.returncode == 2
+    assert refused.stderr.count("\n") == 1 and "--insecure" in refused.stderr
