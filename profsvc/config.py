@@ -29,6 +29,7 @@ class Limits(BaseModel):
     queue_size: int = Field(default=64, gt=0, description="jobs waiting or running before RESOURCE_EXHAUSTED")
     job_timeout_s: float = Field(default=900.0, gt=0, description="wall-clock limit of one job's process")
     compile_timeout_s: float = Field(default=600.0, gt=0, description="wall-clock limit of one build")
+    cpu_job_memory_bytes: int = Field(default=16 << 30, gt=0, description="address-space cap of CPU-only job processes")
 
 
 class Security(BaseModel):

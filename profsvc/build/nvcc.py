@@ -11,6 +11,7 @@ from pathlib import Path
 from profsvc.build.cache import BuildCache, cache_key
 from profsvc.build.diagnostics import parse_diagnostics
 from profsvc.proc import run_process
+from profsvc.sandbox import Sandbox
 from profsvc_client.models import BuiltUnit, CompileResult
 
 BINARY_NAME = "program"
@@ -35,6 +36,7 @@ async def build_cuda_program(
     nvcc_version: str,
     cache: BuildCache,
     timeout: float,
+    sandbox: Sandbox,
 ) -> ProgramBuild:
     """Compile `source` (with -lineinfo, for source-level counters) unless the cache has it."""
     key = cache_key({"kind": "cuda_program", "source": source, "flags": flags, "arch": arch, "nvcc": nvcc_version})
@@ -49,7 +51,7 @@ async def build_cuda_program(
         (directory / file_name).write_text(source)
         partial = directory / (BINARY_NAME + ".partial")
         argv = [nvcc, "-O3", "-lineinfo", f"-arch={arch}", *flags, "-o", str(partial), file_name, "-ldl"]
-        outcome = await run_process(argv, cwd=directory, timeout=timeout, env=os.environ)
+        outcome = await run_process(sandbox.wrap_cpu(argv), cwd=directory, timeout=timeout, env=os.environ)
         log = (outcome.stdout + outcome.stderr)[-LOG_LIMIT:]
         if outcome.timed_out:
             log += f"\nnvcc did not finish within {timeout:.0f} s"

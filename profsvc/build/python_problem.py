@@ -10,6 +10,7 @@ from typing import Any
 
 from profsvc.build.diagnostics import FileMap, parse_diagnostics
 from profsvc.proc import run_process
+from profsvc.sandbox import Sandbox
 from profsvc_client.models import BuiltUnit, CompileResult, Diagnostic, Severity
 
 HARNESS_MODULE = "profsvc.worker.harness"
@@ -61,14 +62,25 @@ def harness_argv(
     return argv
 
 
+def _error(message: str) -> Diagnostic:
+    return Diagnostic(severity=Severity.ERROR, message=message)
+
+
 def compile_result(status: HarnessStatus, user_file: str, seconds: float) -> CompileResult:
     """Turn the harness status into a CompileResult, diagnostics mapped into the user's file."""
     units = [
         BuiltUnit(name=b["name"], cache_key=b["cache_key"], cached=b["cached"], seconds=b["seconds"])
         for b in status.builds
     ]
-    if status.kind != "compile_error":
+    if status.ok:
         return CompileResult(ok=True, seconds=seconds, units=units)
+    if status.kind == "timeout":
+        message = f"the build did not finish within its time limit and was killed ({seconds:.0f} s)"
+        return CompileResult(ok=False, diagnostics=[_error(message)], seconds=seconds, units=units)
+    if status.kind != "compile_error":
+        # The module failed before or outside a build (it raised at import, or lacks a name).
+        located = Diagnostic(file=user_file, severity=Severity.ERROR, message=status.message)
+        return CompileResult(ok=False, diagnostics=[located], log=status.detail, seconds=seconds, units=units)
     file_map = FileMap()
     if status.builds:
         last = status.builds[-1]
@@ -77,7 +89,7 @@ def compile_result(status: HarnessStatus, user_file: str, seconds: float) -> Com
         if last["cpp_first_line"]:
             file_map.add("main.cpp", user_file, last["cpp_first_line"] - CPP_PREFIX_LINES - 1)
     log = status.build_log[-LOG_LIMIT:]
-    diagnostics = parse_diagnostics(log, file_map) or [Diagnostic(severity=Severity.ERROR, message=status.message)]
+    diagnostics = parse_diagnostics(log, file_map) or [_error(status.message)]
     return CompileResult(ok=False, diagnostics=diagnostics, log=log, seconds=seconds, units=units)
 
 
@@ -90,12 +102,13 @@ async def compile_problem(
     workspace: Path,
     env: dict[str, str],
     timeout: float,
+    sandbox: Sandbox,
 ) -> tuple[CompileResult, HarnessStatus]:
     """Import the problem in a worker (running its eager load_inline builds) and report the build."""
     status_path = workspace / "compile-status.json"
     start = time.monotonic()
     argv = harness_argv(python, main, reference, cache_root, status_path, "compile")
-    process = await run_process(argv, cwd=workspace, env=env, timeout=timeout)
+    process = await run_process(sandbox.wrap_cpu(argv), cwd=workspace, env=env, timeout=timeout)
     status = HarnessStatus.read(
         status_path,
         returncode=process.returncode,

@@ -93,11 +93,12 @@ async def run_ncu(
     cwd: Path,
     timeout: float,
     on_progress: Callable[[NcuProgress], None] | None = None,
+    prefix: Sequence[str] = (),
 ) -> NcuOutcome:
     """Profile `target` under ncu and say how it went (the report is at options.export_path)."""
     command = ncu_command(ncu, options, target)
     parser = _ProgressParser(on_progress)
-    result = await run_process(command, cwd=cwd, env=env, timeout=timeout, on_stdout=parser.feed)
+    result = await run_process([*prefix, *command], cwd=cwd, env=env, timeout=timeout, on_stdout=parser.feed)
     parser.feed("\n")
     text = result.stdout + "\n" + result.stderr
     report = Path(options.export_path)

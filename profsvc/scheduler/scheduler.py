@@ -28,18 +28,17 @@ from profsvc.ncu.metric_sets import resolve
 from profsvc.ncu.runner import NcuProgress, run_ncu
 from profsvc.proc import run_process
 from profsvc.report.text import render_text
+from profsvc.sandbox import NO_NETWORK_ISOLATION, Sandbox
 from profsvc.scheduler.artifacts import Workspaces
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
 from profsvc_client.errors import InvalidRequest, PreconditionFailed, Reason, ResourceExhausted
 from profsvc_client.models import (
     CompileResult,
-    Diagnostic,
     JobError,
     KernelFilter,
     NcuRun,
     ProfileResult,
     Progress,
-    Severity,
     SourceKind,
     Stage,
 )
@@ -70,9 +69,10 @@ class _Job:
 class Scheduler:
     """Runs compile, profile and analyze jobs."""
 
-    def __init__(self, config: ServerConfig, host: HostInfo) -> None:
+    def __init__(self, config: ServerConfig, host: HostInfo, sandbox: Sandbox) -> None:
         self.config = config
         self.host = host
+        self.sandbox = sandbox
         self.cache = BuildCache(config.cache_dir)
         self.workspaces = Workspaces(config.jobs_dir, keep=config.keep_jobs)
         self._compile_slots = asyncio.Semaphore(config.compile_workers)
@@ -154,6 +154,7 @@ class Scheduler:
                     nvcc_version=self.host.nvcc_version,
                     cache=self.cache,
                     timeout=self.config.limits.compile_timeout_s,
+                    sandbox=self.sandbox,
                 )
                 return build.result, build.binary, None, None
             result, status = await compile_problem(
@@ -164,20 +165,14 @@ class Scheduler:
                 workspace=job.workspace,
                 env=self._env(job, self.host.gpus[0].index if self.host.gpus else None),
                 timeout=self.config.limits.compile_timeout_s,
+                sandbox=self.sandbox,
             )
             return result, main, reference, status
 
     async def compile(self, source: SourceSpec, progress: ProgressSink | None = None) -> CompileResult:
         """Build a source; a compile error is a result."""
         async with self._admit(progress) as job:
-            result, _, _, status = await self._build(job, source)
-            if status is not None and not status.ok and status.kind != "compile_error":
-                # The module itself failed at import: say so as an error diagnostic.
-                result.ok = False
-                result.diagnostics.append(
-                    Diagnostic(file=source.main_name, severity=Severity.ERROR, message=status.message)
-                )
-                result.log = status.detail
+            result, _, _, _ = await self._build(job, source)
             return result
 
     # ------------------------------------------------------------ profile
@@ -207,6 +202,8 @@ class Scheduler:
         async with self._admit(progress) as job:
             compiled, target, reference, _ = await self._build(job, spec.source)
             result = ProfileResult(job_id=job.id, compile=compiled)
+            if not self.sandbox.isolates_network:
+                result.warnings.append(NO_NETWORK_ISOLATION)
             if not compiled.ok or target is None:
                 result.error = JobError(
                     kind="compile_error",
@@ -238,6 +235,7 @@ class Scheduler:
                     cwd=job.workspace,
                     timeout=self.config.limits.job_timeout_s,
                     on_progress=on_ncu,
+                    prefix=self.sandbox.network_prefix,
                 )
             result.ncu = NcuRun(
                 version=self.host.ncu.version,
@@ -291,7 +289,9 @@ class Scheduler:
         argv = [self.config.python, "-m", ANALYZE_MODULE, str(report), "--filter", kernel_filter.model_dump_json()]
         env = job_environment(job.workspace, gpu_index=None)
         async with self._compile_slots:
-            process = await run_process(argv, cwd=job.workspace, env=env, timeout=ANALYZE_TIMEOUT_S)
+            process = await run_process(
+                self.sandbox.wrap_cpu(argv), cwd=job.workspace, env=env, timeout=ANALYZE_TIMEOUT_S
+            )
         if process.returncode == EXIT_UNREADABLE:
             raise InvalidRequest(process.stderr.strip().splitlines()[-1], Reason.BAD_REPORT)
         if process.returncode == EXIT_NO_READER:

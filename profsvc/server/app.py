@@ -13,6 +13,7 @@ from grpc_reflection.v1alpha import reflection
 
 from profsvc.config import ServerConfig
 from profsvc.host import discover
+from profsvc.sandbox import NO_NETWORK_ISOLATION, probe_sandbox
 from profsvc.scheduler.scheduler import Scheduler
 from profsvc.server.auth import TokenInterceptor
 from profsvc.server.servicer import ProfilerServicer
@@ -36,7 +37,10 @@ class RunningServer:
 async def start_server(config: ServerConfig) -> RunningServer:
     """Probe the host, bind, and start serving (returns once listening)."""
     host = await discover(config.ncu_path, config.nvcc_path)
-    scheduler = Scheduler(config, host)
+    sandbox = await probe_sandbox(config.limits.cpu_job_memory_bytes)
+    if not sandbox.isolates_network:
+        log.warning(NO_NETWORK_ISOLATION)
+    scheduler = Scheduler(config, host, sandbox)
     token = config.security.token
     interceptors = [TokenInterceptor(token.get_secret_value())] if token is not None else []
     server = grpc.aio.server(options=CHANNEL_OPTIONS, interceptors=interceptors)

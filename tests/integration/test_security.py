@@ -95,7 +95,7 @@ def test_tls_server_refuses_plaintext_and_unknown_ca(tls_server):
 
 
 def test_non_loopback_without_token_is_refused():
-    with pytest.raises(ValueError, match="refusing to listen on 0.0.0.0 without a token"):
+    with pytest.raises(ValueError, match=r"refusing to listen on 0\.0\.0\.0 without a token"):
         ServerConfig(host="0.0.0.0")
     assert ServerConfig(host="0.0.0.0", security=Security(insecure=True)).host == "0.0.0.0"
     assert ServerConfig(host="0.0.0.0", security=Security(token=TOKEN)).host == "0.0.0.0"

@@ -1,0 +1,129 @@
+"""Job isolation on the CPU: builds through load_inline, time limits, no network, clear user errors.
+
+These run real worker processes with PyTorch's CPU build (C++-only load_inline
+extensions build without CUDA).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from profsvc.config import Limits, ServerConfig
+from profsvc.server.app import EmbeddedServer
+from profsvc_client.client import ProfilerClient
+from profsvc_client.models import KernelSource, Severity, SourceFile
+
+pytest.importorskip("torch", reason="the Python problem path needs PyTorch (the CPU build will do)")
+
+PROBLEM = '''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+def get_inputs():
+    return [torch.randn(16)]
+
+
+def get_init_inputs():
+    return []
+
+
+_cpp = r"""
+torch::Tensor twice(torch::Tensor x) {
+  return x * 2 + OFFSET;
+}
+"""
+_ext = load_inline(name="twice_ext", cpp_sources=_cpp, functions=["twice"], extra_cflags=["-DOFFSET=0"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return _ext.twice(x)
+'''
+SHORT_TIMEOUT_S = 15.0
+
+
+def _client(state_dir, limits: Limits):
+    embedded = EmbeddedServer(ServerConfig(state_dir=state_dir, limits=limits))
+    with ProfilerClient(embedded.start(), timeout=600) as client:
+        yield client
+    embedded.stop()
+
+
+@pytest.fixture(scope="module")
+def cpu_client(tmp_path_factory):
+    yield from _client(tmp_path_factory.mktemp("cpu-jobs"), Limits())
+
+
+@pytest.fixture(scope="module")
+def short_client(tmp_path_factory):
+    yield from _client(tmp_path_factory.mktemp("short-jobs"), Limits(compile_timeout_s=SHORT_TIMEOUT_S))
+
+
+def _source(name: str, text: str) -> KernelSource:
+    return KernelSource(main=SourceFile(name=name, content=text.encode()))
+
+
+def test_load_inline_build_is_cached_by_content(cpu_client):
+    first = cpu_client.compile(_source("twice.py", PROBLEM))
+    assert first.ok, first.diagnostics
+    assert [u.name for u in first.units] == ["twice_ext"] and not first.units[0].cached
+    second = cpu_client.compile(_source("again.py", PROBLEM))
+    assert second.ok and second.units[0].cached
+    assert second.units[0].cache_key == first.units[0].cache_key
+    assert second.seconds < first.seconds
+
+
+def test_build_error_points_at_the_users_line(cpu_client):
+    broken = PROBLEM.replace("x * 2 + OFFSET", "x * 2 + undefined_thing")
+    result = cpu_client.compile(_source("broken.py", broken))
+    assert not result.ok
+    line = next(i for i, text in enumerate(broken.splitlines(), 1) if "undefined_thing" in text)
+    error = next(d for d in result.diagnostics if d.severity == Severity.ERROR)
+    assert (error.file, error.line) == ("broken.py", line)
+    assert "undefined_thing" in error.message
+
+
+def test_failing_reference_is_reported_with_its_line(cpu_client):
+    seed_like = PROBLEM.replace("return [torch.randn(16)]", "return [torch.randn(D)]").replace(
+        "_ext = load_inline", "INPUTS = get_inputs()\n_ext = load_inline"
+    )
+    result = cpu_client.compile(_source("ref_fails.py", seed_like))
+    assert not result.ok
+    message = result.diagnostics[0].message
+    line = next(i for i, text in enumerate(seed_like.splitlines(), 1) if "torch.randn(D)" in text)
+    assert "NameError: name 'D' is not defined" in message and f"ref_fails.py line {line}" in message
+
+
+def test_a_job_that_loops_forever_is_killed_at_its_limit(short_client):
+    start = time.monotonic()
+    result = short_client.compile(_source("spin.py", "while True:\n    pass\n" + PROBLEM))
+    elapsed = time.monotonic() - start
+    assert not result.ok
+    assert "did not finish within its time limit" in result.diagnostics[0].message
+    assert SHORT_TIMEOUT_S <= elapsed < SHORT_TIMEOUT_S + 20
+
+
+def test_jobs_cannot_reach_the_network(cpu_client, tmp_path):
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    accepted: list[object] = []
+    listener.settimeout(60)
+    thread = threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True)
+    thread.start()
+    probe = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=5)\n" + PROBLEM
+    result = cpu_client.compile(_source("phone_home.py", probe))
+    listener.close()
+    if result.ok:
+        pytest.fail("the job reached a socket outside its network namespace")
+    assert not accepted
+    assert "OSError" in result.diagnostics[0].message or "Error" in result.diagnostics[0].message

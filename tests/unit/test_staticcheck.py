@@ -1,0 +1,315 @@
+"""StaticCheck: honest candidates pass, each gaming candidate is caught by the rule it names, the rule table is strict.
+
+The corpus lives in tests/staticcheck_corpus/: honest/ holds real custom-kernel
+answers (the seed fixtures among them), gaming/ one file per trick, named
+`<rule_id>__<variant>.py` and starting with `# rule: <rule_id>`. A line ending in
+`# <-` (or `// <-` inside CUDA source) is a line where that rule must fire.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from profsvc.metrics.tables import load_table
+from profsvc.staticcheck import RuleId, RuleTableError, Severity, check_source, load_rules, parse_rules
+
+CORPUS = Path(__file__).resolve().parents[1] / "staticcheck_corpus"
+HONEST = sorted((CORPUS / "honest").glob("*.py"))
+GAMING = sorted((CORPUS / "gaming").glob("*.py"))
+_HEADER = re.compile(r"# rule: (\w+)\n")
+_MARK = re.compile(r"(?:#|//) <-$")
+
+
+def _named_rule(path: Path) -> str:
+    match = _HEADER.match(path.read_text())
+    assert match, f"{path.name} must start with '# rule: <rule_id>'"
+    assert path.name.startswith(f"{match.group(1)}__"), f"{path.name} must be named after its rule"
+    return match.group(1)
+
+
+def _marked_lines(text: str) -> list[int]:
+    return [number for number, line in enumerate(text.splitlines(), 1) if _MARK.search(line.rstrip())]
+
+
+# ---- the corpus ---------------------------------------------------------------
+
+
+def test_corpus_holds_the_seed_fixtures_and_enough_examples():
+    names = {p.name for p in HONEST}
+    assert {"seed47.py", "big.py"} <= names
+    assert len(HONEST) >= 5
+    assert len(GAMING) >= len(RuleId)
+
+
+@pytest.mark.parametrize("path", HONEST, ids=lambda p: p.name)
+def test_honest_candidate_has_no_error(path):
+    findings = check_source(path.read_text(), path.name)
+    errors = [f"{f.line}: {f.rule_id}: {f.message}" for f in findings if f.severity is Severity.ERROR]
+    assert errors == []
+
+
+@pytest.mark.parametrize("path", GAMING, ids=lambda p: p.name)
+def test_gaming_candidate_is_caught_by_the_rule_it_names(path):
+    rule = _named_rule(path)
+    text = path.read_text()
+    findings = check_source(text, path.name)
+    fired_on = {f.line for f in findings if f.rule_id == rule}
+    assert fired_on, f"{rule} did not fire; found {[(f.line, f.rule_id) for f in findings]}"
+    missed = [line for line in _marked_lines(text) if line not in fired_on]
+    assert missed == [], f"{rule} fired on lines {sorted(fired_on)}, not on the marked lines {missed}"
+
+
+def test_every_rule_has_a_gaming_example():
+    assert {_named_rule(p) for p in GAMING} == {str(rule) for rule in RuleId}
+
+
+@pytest.mark.parametrize("path", HONEST + GAMING, ids=lambda p: p.name)
+def test_findings_follow_the_table(path):
+    table = load_rules()
+    text = path.read_text()
+    line_count = len(text.splitlines())
+    for finding in check_source(text, path.name):
+        rule = table[finding.rule_id]
+        assert finding.severity is rule.severity
+        assert "\n" not in finding.message
+        assert finding.message.startswith(rule.reason.split("{detail}")[0])
+        assert 1 <= finding.line <= line_count
+        assert finding.column >= 1
+
+
+def test_findings_are_sorted_and_one_per_rule_and_line():
+    findings = check_source((CORPUS / "gaming" / "result_caching__data_ptr_dict.py").read_text())
+    positions = [(f.line, f.column) for f in findings]
+    assert positions == sorted(positions)
+    assert len({(f.rule_id, f.line) for f in findings}) == len(findings)
+
+
+# ---- particular behaviour -------------------------------------------------------
+
+_FP32_REFERENCE = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.layer_norm(x, x.shape[-1:])
+
+def get_inputs():
+    return [torch.randn(4096, 2048, device="cuda")]
+"""
+
+
+def test_precision_is_judged_against_the_reference():
+    candidate = (CORPUS / "honest" / "layernorm_half.py").read_text()
+    # Its own Model is fp16, so without a separate reference nothing is a downcast.
+    assert not [f for f in check_source(candidate) if f.rule_id == RuleId.PRECISION_DOWNCAST]
+    against_fp32 = [f for f in check_source(candidate, reference_text=_FP32_REFERENCE)]
+    downcasts = [f for f in against_fp32 if f.rule_id == RuleId.PRECISION_DOWNCAST]
+    assert downcasts, "an fp16 kernel for an fp32 reference is a downcast"
+    assert all("the reference does not use float16" in f.message for f in downcasts)
+    half_reference = _FP32_REFERENCE.replace('device="cuda")', 'device="cuda").half()')
+    assert not [f for f in check_source(candidate, reference_text=half_reference) if f.rule_id == "precision_downcast"]
+
+
+def test_gaming_downcast_is_excused_only_by_a_reference_that_uses_it():
+    candidate = (CORPUS / "gaming" / "precision_downcast__half_inputs.py").read_text()
+    rules = {f.rule_id for f in check_source(candidate, reference_text="x = torch.randn(4, dtype=torch.float16)")}
+    assert RuleId.PRECISION_DOWNCAST not in rules
+    rules = {f.rule_id for f in check_source(candidate, reference_text="x = torch.randn(4, dtype=torch.bfloat16)")}
+    assert RuleId.PRECISION_DOWNCAST in rules
+
+
+@pytest.mark.parametrize(
+    ("source", "line"),
+    [("import torch\ndef f(:\n    pass\n", 2), ("class ModelNew(\n", 1), ("x = 1\0\n", 1)],
+    ids=["bad-signature", "unclosed", "null-byte"],
+)
+def test_unparsable_candidate_is_one_syntax_error(source, line):
+    findings = check_source(source, "k.py")
+    assert [(f.rule_id, f.severity, f.line) for f in findings] == [("syntax_error", Severity.ERROR, line)]
+    assert "k.py" in findings[0].message
+
+
+_PREAMBLE = """
+import os
+import numpy as np
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+_ext = load_inline(name="e", cpp_sources="", cuda_sources="", functions=["softmax", "run"])
+"""
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # glue around a kernel call: allocation, views, pointers, parameter reads, the current stream
+        "class ModelNew(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.proj = nn.Linear(4, 4)\n"
+        "    def forward(self, x):\n"
+        "        out = torch.empty(x.shape[0], 4, device=x.device, dtype=x.dtype)\n"
+        "        n = int(np.prod(x.shape))\n"
+        "        _ext.run(x.contiguous().view(-1), self.proj.weight.data_ptr(), out, n,\n"
+        "                 torch.cuda.current_stream().cuda_stream)\n"
+        "        return out.view(x.shape[0], 4)\n",
+        # an extension function that happens to share a torch op's name
+        "class ModelNew(nn.Module):\n    def forward(self, x):\n        return _ext.softmax(x)\n",
+        # settings and environment writes at module level, a __main__ block
+        'torch.backends.cudnn.benchmark = True\nos.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"\n'
+        "class ModelNew(nn.Module):\n    def forward(self, x):\n        return _ext.run(x)\n"
+        'if __name__ == "__main__":\n    print(ModelNew()(torch.ones(2)))\n',
+        # a side stream joined back before forward returns
+        "class ModelNew(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.s = torch.cuda.Stream()\n"
+        "    def forward(self, x):\n"
+        "        with torch.cuda.stream(self.s):\n            y = _ext.run(x)\n"
+        "        torch.cuda.current_stream().wait_stream(self.s)\n        return y\n",
+        # a custom autograd Function wrapping the kernel
+        "class _Fn(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+        "        ctx.save_for_backward(x)\n        return _ext.run(x)\n"
+        "class ModelNew(nn.Module):\n    def forward(self, x):\n        return _Fn.apply(x)\n",
+    ],
+    ids=["glue", "extension-named-softmax", "module-settings", "joined-stream", "autograd-function"],
+)
+def test_honest_idioms_are_not_flagged(body):
+    assert check_source(_PREAMBLE + body) == []
+
+
+@pytest.mark.parametrize(
+    ("body", "rule"),
+    [
+        ("class ModelNew(nn.Module):\n    def forward(self, x):\n        return x.matmul(x)\n", "torch_fallback"),
+        ("class ModelNew(nn.Module):\n    def forward(self, x):\n        return self._go(x)\n"
+         "    def _go(self, x):\n        return torch.softmax(x, -1)\n", "torch_fallback"),
+        ("class ModelNew(nn.Module):\n    def forward(self, x):\n        return nn.Linear(4, 4).cuda()(x)\n",
+         "torch_fallback"),
+        ("ModelNew = nn.Linear\n", "torch_fallback"),
+        ("class ModelNew(nn.Module):\n    def forward(self, x):\n        self.n = self.n + 1\n"
+         "        return _ext.run(x) if self.n < 3 else x\n", "warmup_divergence"),
+        ("class ModelNew(nn.Module):\n    def forward(self, x):\n        ModelNew.last = _ext.run(x)\n"
+         "        return ModelNew.last\n", "result_caching"),
+        ("import inspect\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+         "        return inspect.stack()[1].frame.f_locals['ref']\n", "harness_introspection"),
+        ("class ModelNew(nn.Module):\n"
+         "    def __init__(self):\n        super().__init__()\n"
+         "        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])\n"
+         "    def forward(self, x):\n        for layer in self.layers:\n            x = layer(x)\n        return x\n",
+         "torch_fallback"),
+        ("class _Fn(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+         "        return torch.mm(x, x)\n"
+         "class ModelNew(nn.Module):\n    def forward(self, x):\n        return _Fn.apply(x)\n", "torch_fallback"),
+    ],
+    ids=["tensor-method", "private-method", "layer-built-in-forward", "bound-to-layer", "counter-ifexp",
+         "class-attribute-stash", "inspect-stack", "module-list-loop", "autograd-function"],
+)  # fmt: skip
+def test_variants_are_caught(body, rule):
+    findings = check_source(_PREAMBLE + body)
+    assert rule in {f.rule_id for f in findings}, findings
+
+
+def test_model_new_bound_to_the_reference_is_a_fallback_not_a_missing_class():
+    source = "import torch.nn as nn\nclass Model(nn.Module):\n    pass\nModelNew = Model\n"
+    assert [(f.rule_id, f.line) for f in check_source(source)] == [("torch_fallback", 4)]
+
+
+# ---- the rule table ----------------------------------------------------------
+
+
+def test_shipped_table_matches_the_code():
+    table = load_rules()
+    assert [r.id for r in table.rules] == [str(r) for r in RuleId]
+    assert all(r.message("X").count("X") >= 1 for r in table.rules)
+
+
+def _table_with(rule_id: str, **changes: object) -> dict:
+    data = copy.deepcopy(load_table("static_rules.toml"))
+    entry = next(r for r in data["rule"] if r["id"] == rule_id)
+    for key, value in changes.items():
+        if value is None:
+            del entry[key]
+        else:
+            entry[key] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"severity": "fatal"}, "side_stream"),
+        ({"reason": "Work escapes the timed stream."}, "side_stream"),
+        ({"reason": "Work escapes the timed stream: {detail} {where}."}, "side_stream"),
+        ({"reason": "Work escapes\nthe timed stream: {detail}."}, "side_stream"),
+        ({"advice": None}, "side_stream"),
+        ({"advice": "  "}, "side_stream"),
+        ({"explanation": "extra field"}, "side_stream"),
+        ({"id": "SideStream"}, "SideStream"),
+    ],
+    ids=["severity", "no-detail", "unknown-placeholder", "two-lines", "missing-advice", "blank-advice", "extra-field",
+         "not-snake-case"],
+)  # fmt: skip
+def test_malformed_rule_is_rejected_naming_it(changes, named):
+    with pytest.raises(RuleTableError, match=rf"'{named}'"):
+        parse_rules(_table_with("side_stream", **changes))
+
+
+def test_table_missing_a_rule_the_code_reports_is_rejected():
+    data = copy.deepcopy(load_table("static_rules.toml"))
+    data["rule"] = [r for r in data["rule"] if r["id"] != "dynamic_code"]
+    with pytest.raises(RuleTableError, match=r"'dynamic_code'.*not in the table"):
+        parse_rules(data)
+
+
+def test_table_rule_without_code_is_rejected():
+    data = copy.deepcopy(load_table("static_rules.toml"))
+    data["rule"].append({**data["rule"][0], "id": "telepathy"})
+    with pytest.raises(RuleTableError, match=r"'telepathy'.*reported by no analyzer code"):
+        parse_rules(data)
+
+
+def test_duplicate_rule_is_rejected():
+    data = copy.deepcopy(load_table("static_rules.toml"))
+    data["rule"].append(copy.deepcopy(data["rule"][3]))
+    with pytest.raises(RuleTableError, match=f"'{data['rule'][3]['id']}' is defined twice"):
+        parse_rules(data)
+
+
+def test_empty_table_is_rejected():
+    with pytest.raises(RuleTableError, match="no \\[\\[rule\\]\\]"):
+        parse_rules({})
+
+
+# ---- cost and layering ------------------------------------------------------
+
+
+def test_checking_one_file_takes_well_under_50_ms():
+    load_rules()  # the table is parsed once per process, not per check
+    slowest = 0.0
+    for path in HONEST + GAMING:
+        text = path.read_text()
+        best = min(_timed(text) for _ in range(3))
+        slowest = max(slowest, best)
+    assert slowest < 0.050, f"slowest file took {slowest * 1000:.1f} ms"
+
+
+def _timed(text: str) -> float:
+    start = time.perf_counter()
+    check_source(text)
+    return time.perf_counter() - start
+
+
+def test_staticcheck_is_a_pure_layer():
+    # A fresh interpreter: this test process has the server loaded through conftest.
+    probe = (
+        "import sys, profsvc.staticcheck as s; s.check_source('x = 1'); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'grpc') "
+        "or m.startswith(('profsvc.server', 'profsvc.scheduler', 'profsvc.worker', 'profsvc_client'))))"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
