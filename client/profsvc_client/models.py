@@ -334,3 +334,121 @@ class ProfileResult(_Model):
     aggregate: Aggregate = Field(default_factory=Aggregate)
     delta: list[DeltaRow] = Field(default_factory=list)
     session_id: str = ""
+
+
+class StaticFinding(_Model):
+    """One static-check finding."""
+
+    rule_id: str = ""
+    severity: str = ""
+    line: int = 0
+    column: int = 0
+    message: str = ""
+
+
+class StaticCheckResult(_Model):
+    """Outcome of a static check (ok: no finding of severity error)."""
+
+    ok: bool = False
+    findings: list[StaticFinding] = Field(default_factory=list)
+
+
+class Tolerance(_Model):
+    """Tolerances applied to one output dtype."""
+
+    dtype: str = ""
+    atol: float = 0.0
+    rtol: float = 0.0
+
+
+class TrialResult(_Model):
+    """One correctness trial."""
+
+    index: int = 0
+    ok: bool = False
+    message: str = ""
+    input_shapes: list[str] = Field(default_factory=list)
+    max_abs_error: float | None = None
+    mean_abs_error: float | None = None
+    max_rel_error: float | None = None
+    first_mismatch: str = ""
+
+
+class CorrectnessResult(_Model):
+    """Outcome of the correctness check."""
+
+    ok: bool = False
+    trials: int = 0
+    passed: int = 0
+    trial_results: list[TrialResult] = Field(default_factory=list)
+    tolerances: list[Tolerance] = Field(default_factory=list)
+    max_abs_error: float | None = None
+    mean_abs_error: float | None = None
+    max_rel_error: float | None = None
+    message: str = ""
+    error: JobError = Field(default_factory=JobError)
+    compile: CompileResult = Field(default_factory=CompileResult)
+
+
+class TimingStats(_Model):
+    """Summary statistics of per-call times, in microseconds."""
+
+    median_us: float = 0.0
+    mean_us: float = 0.0
+    std_us: float = 0.0
+    min_us: float = 0.0
+    p10_us: float = 0.0
+    p90_us: float = 0.0
+    n: int = 0
+    median_ci_low_us: float = 0.0
+    median_ci_high_us: float = 0.0
+
+
+class LaunchRecord(_Model):
+    """One kernel launch of one call, from CUPTI's kernel records."""
+
+    name: str = ""
+    device_time_us: float = 0.0
+
+
+class ModelTiming(_Model):
+    """How one model was timed."""
+
+    events: TimingStats = Field(default_factory=TimingStats)
+    wall: TimingStats = Field(default_factory=TimingStats)
+    kernels: TimingStats = Field(default_factory=TimingStats)
+    launches_per_call: int = 0
+    launch_records: list[LaunchRecord] = Field(default_factory=list)
+    peak_memory_bytes: int = 0
+
+
+class BenchmarkResult(_Model):
+    """Outcome of a benchmark."""
+
+    ok: bool = False
+    candidate: ModelTiming = Field(default_factory=ModelTiming)
+    reference: ModelTiming = Field(default_factory=ModelTiming)
+    speedup: float | None = None
+    speedup_ci_low: float | None = None
+    speedup_ci_high: float | None = None
+    speedup_basis: str = ""
+    method: str = ""
+    clocks_mhz: dict[str, float] = Field(default_factory=dict)
+    flags: list[str] = Field(default_factory=list)
+    memory_ratio: float | None = None
+    fusion_ratio: float | None = None
+    error: JobError = Field(default_factory=JobError)
+    compile: CompileResult = Field(default_factory=CompileResult)
+
+
+class EvaluateResult(_Model):
+    """Outcome of Evaluate: everything a submission needs."""
+
+    ok: bool = False
+    static_check: StaticCheckResult = Field(default_factory=StaticCheckResult)
+    correctness: CorrectnessResult = Field(default_factory=CorrectnessResult)
+    benchmark: BenchmarkResult = Field(default_factory=BenchmarkResult)
+    profile: ProfileResult = Field(default_factory=ProfileResult)
+    sol_pct: float | None = None
+    sol_definition: str = ""
+    report_text: str = ""

@@ -163,7 +163,7 @@ class Scheduler:
                 reference=reference,
                 cache_root=self.cache.root,
                 workspace=job.workspace,
-                env=self._env(job, self.host.gpus[0].index if self.host.gpus else None),
+                env=self._env(job, None),
                 timeout=self.config.limits.compile_timeout_s,
                 sandbox=self.sandbox,
             )

@@ -509,6 +509,249 @@ class AnalyzeResponse(_message.Message):
     result: ProfileResult
     def __init__(self, result: _Optional[_Union[ProfileResult, _Mapping]] = ...) -> None: ...
 
+class StaticCheckRequest(_message.Message):
+    __slots__ = ("source",)
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    source: KernelSource
+    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ...) -> None: ...
+
+class StaticFinding(_message.Message):
+    __slots__ = ("rule_id", "severity", "line", "column", "message")
+    RULE_ID_FIELD_NUMBER: _ClassVar[int]
+    SEVERITY_FIELD_NUMBER: _ClassVar[int]
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    rule_id: str
+    severity: str
+    line: int
+    column: int
+    message: str
+    def __init__(self, rule_id: _Optional[str] = ..., severity: _Optional[str] = ..., line: _Optional[int] = ..., column: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
+class StaticCheckResult(_message.Message):
+    __slots__ = ("ok", "findings")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    FINDINGS_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    findings: _containers.RepeatedCompositeFieldContainer[StaticFinding]
+    def __init__(self, ok: _Optional[bool] = ..., findings: _Optional[_Iterable[_Union[StaticFinding, _Mapping]]] = ...) -> None: ...
+
+class StaticCheckResponse(_message.Message):
+    __slots__ = ("result",)
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    result: StaticCheckResult
+    def __init__(self, result: _Optional[_Union[StaticCheckResult, _Mapping]] = ...) -> None: ...
+
+class CheckCorrectnessRequest(_message.Message):
+    __slots__ = ("source", "trials")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TRIALS_FIELD_NUMBER: _ClassVar[int]
+    source: KernelSource
+    trials: int
+    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., trials: _Optional[int] = ...) -> None: ...
+
+class Tolerance(_message.Message):
+    __slots__ = ("dtype", "atol", "rtol")
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    ATOL_FIELD_NUMBER: _ClassVar[int]
+    RTOL_FIELD_NUMBER: _ClassVar[int]
+    dtype: str
+    atol: float
+    rtol: float
+    def __init__(self, dtype: _Optional[str] = ..., atol: _Optional[float] = ..., rtol: _Optional[float] = ...) -> None: ...
+
+class TrialResult(_message.Message):
+    __slots__ = ("index", "ok", "message", "input_shapes", "max_abs_error", "mean_abs_error", "max_rel_error", "first_mismatch")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SHAPES_FIELD_NUMBER: _ClassVar[int]
+    MAX_ABS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    MEAN_ABS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    MAX_REL_ERROR_FIELD_NUMBER: _ClassVar[int]
+    FIRST_MISMATCH_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    ok: bool
+    message: str
+    input_shapes: _containers.RepeatedScalarFieldContainer[str]
+    max_abs_error: float
+    mean_abs_error: float
+    max_rel_error: float
+    first_mismatch: str
+    def __init__(self, index: _Optional[int] = ..., ok: _Optional[bool] = ..., message: _Optional[str] = ..., input_shapes: _Optional[_Iterable[str]] = ..., max_abs_error: _Optional[float] = ..., mean_abs_error: _Optional[float] = ..., max_rel_error: _Optional[float] = ..., first_mismatch: _Optional[str] = ...) -> None: ...
+
+class CorrectnessResult(_message.Message):
+    __slots__ = ("ok", "trials", "passed", "trial_results", "tolerances", "max_abs_error", "mean_abs_error", "max_rel_error", "message", "error", "compile")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    TRIALS_FIELD_NUMBER: _ClassVar[int]
+    PASSED_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    TOLERANCES_FIELD_NUMBER: _ClassVar[int]
+    MAX_ABS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    MEAN_ABS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    MAX_REL_ERROR_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    COMPILE_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    trials: int
+    passed: int
+    trial_results: _containers.RepeatedCompositeFieldContainer[TrialResult]
+    tolerances: _containers.RepeatedCompositeFieldContainer[Tolerance]
+    max_abs_error: float
+    mean_abs_error: float
+    max_rel_error: float
+    message: str
+    error: JobError
+    compile: CompileResult
+    def __init__(self, ok: _Optional[bool] = ..., trials: _Optional[int] = ..., passed: _Optional[int] = ..., trial_results: _Optional[_Iterable[_Union[TrialResult, _Mapping]]] = ..., tolerances: _Optional[_Iterable[_Union[Tolerance, _Mapping]]] = ..., max_abs_error: _Optional[float] = ..., mean_abs_error: _Optional[float] = ..., max_rel_error: _Optional[float] = ..., message: _Optional[str] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ...) -> None: ...
+
+class CheckCorrectnessResponse(_message.Message):
+    __slots__ = ("result",)
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    result: CorrectnessResult
+    def __init__(self, result: _Optional[_Union[CorrectnessResult, _Mapping]] = ...) -> None: ...
+
+class BenchmarkRequest(_message.Message):
+    __slots__ = ("source", "trials")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TRIALS_FIELD_NUMBER: _ClassVar[int]
+    source: KernelSource
+    trials: int
+    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., trials: _Optional[int] = ...) -> None: ...
+
+class TimingStats(_message.Message):
+    __slots__ = ("median_us", "mean_us", "std_us", "min_us", "p10_us", "p90_us", "n", "median_ci_low_us", "median_ci_high_us")
+    MEDIAN_US_FIELD_NUMBER: _ClassVar[int]
+    MEAN_US_FIELD_NUMBER: _ClassVar[int]
+    STD_US_FIELD_NUMBER: _ClassVar[int]
+    MIN_US_FIELD_NUMBER: _ClassVar[int]
+    P10_US_FIELD_NUMBER: _ClassVar[int]
+    P90_US_FIELD_NUMBER: _ClassVar[int]
+    N_FIELD_NUMBER: _ClassVar[int]
+    MEDIAN_CI_LOW_US_FIELD_NUMBER: _ClassVar[int]
+    MEDIAN_CI_HIGH_US_FIELD_NUMBER: _ClassVar[int]
+    median_us: float
+    mean_us: float
+    std_us: float
+    min_us: float
+    p10_us: float
+    p90_us: float
+    n: int
+    median_ci_low_us: float
+    median_ci_high_us: float
+    def __init__(self, median_us: _Optional[float] = ..., mean_us: _Optional[float] = ..., std_us: _Optional[float] = ..., min_us: _Optional[float] = ..., p10_us: _Optional[float] = ..., p90_us: _Optional[float] = ..., n: _Optional[int] = ..., median_ci_low_us: _Optional[float] = ..., median_ci_high_us: _Optional[float] = ...) -> None: ...
+
+class LaunchRecord(_message.Message):
+    __slots__ = ("name", "device_time_us")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_TIME_US_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    device_time_us: float
+    def __init__(self, name: _Optional[str] = ..., device_time_us: _Optional[float] = ...) -> None: ...
+
+class ModelTiming(_message.Message):
+    __slots__ = ("events", "wall", "kernels", "launches_per_call", "launch_records", "peak_memory_bytes")
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    WALL_FIELD_NUMBER: _ClassVar[int]
+    KERNELS_FIELD_NUMBER: _ClassVar[int]
+    LAUNCHES_PER_CALL_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    PEAK_MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    events: TimingStats
+    wall: TimingStats
+    kernels: TimingStats
+    launches_per_call: int
+    launch_records: _containers.RepeatedCompositeFieldContainer[LaunchRecord]
+    peak_memory_bytes: int
+    def __init__(self, events: _Optional[_Union[TimingStats, _Mapping]] = ..., wall: _Optional[_Union[TimingStats, _Mapping]] = ..., kernels: _Optional[_Union[TimingStats, _Mapping]] = ..., launches_per_call: _Optional[int] = ..., launch_records: _Optional[_Iterable[_Union[LaunchRecord, _Mapping]]] = ..., peak_memory_bytes: _Optional[int] = ...) -> None: ...
+
+class BenchmarkResult(_message.Message):
+    __slots__ = ("ok", "candidate", "reference", "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_basis", "method", "clocks_mhz", "flags", "memory_ratio", "fusion_ratio", "error", "compile")
+    class ClocksMhzEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    OK_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_FIELD_NUMBER: _ClassVar[int]
+    REFERENCE_FIELD_NUMBER: _ClassVar[int]
+    SPEEDUP_FIELD_NUMBER: _ClassVar[int]
+    SPEEDUP_CI_LOW_FIELD_NUMBER: _ClassVar[int]
+    SPEEDUP_CI_HIGH_FIELD_NUMBER: _ClassVar[int]
+    SPEEDUP_BASIS_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    CLOCKS_MHZ_FIELD_NUMBER: _ClassVar[int]
+    FLAGS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_RATIO_FIELD_NUMBER: _ClassVar[int]
+    FUSION_RATIO_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    COMPILE_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    candidate: ModelTiming
+    reference: ModelTiming
+    speedup: float
+    speedup_ci_low: float
+    speedup_ci_high: float
+    speedup_basis: str
+    method: str
+    clocks_mhz: _containers.ScalarMap[str, float]
+    flags: _containers.RepeatedScalarFieldContainer[str]
+    memory_ratio: float
+    fusion_ratio: float
+    error: JobError
+    compile: CompileResult
+    def __init__(self, ok: _Optional[bool] = ..., candidate: _Optional[_Union[ModelTiming, _Mapping]] = ..., reference: _Optional[_Union[ModelTiming, _Mapping]] = ..., speedup: _Optional[float] = ..., speedup_ci_low: _Optional[float] = ..., speedup_ci_high: _Optional[float] = ..., speedup_basis: _Optional[str] = ..., method: _Optional[str] = ..., clocks_mhz: _Optional[_Mapping[str, float]] = ..., flags: _Optional[_Iterable[str]] = ..., memory_ratio: _Optional[float] = ..., fusion_ratio: _Optional[float] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ...) -> None: ...
+
+class BenchmarkResponse(_message.Message):
+    __slots__ = ("result",)
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    result: BenchmarkResult
+    def __init__(self, result: _Optional[_Union[BenchmarkResult, _Mapping]] = ...) -> None: ...
+
+class EvaluateRequest(_message.Message):
+    __slots__ = ("source", "trials", "skip_profile", "session_id")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TRIALS_FIELD_NUMBER: _ClassVar[int]
+    SKIP_PROFILE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    source: KernelSource
+    trials: int
+    skip_profile: bool
+    session_id: str
+    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., trials: _Optional[int] = ..., skip_profile: _Optional[bool] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class EvaluateResult(_message.Message):
+    __slots__ = ("ok", "static_check", "correctness", "benchmark", "profile", "sol_pct", "sol_definition", "report_text")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    STATIC_CHECK_FIELD_NUMBER: _ClassVar[int]
+    CORRECTNESS_FIELD_NUMBER: _ClassVar[int]
+    BENCHMARK_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
+    SOL_PCT_FIELD_NUMBER: _ClassVar[int]
+    SOL_DEFINITION_FIELD_NUMBER: _ClassVar[int]
+    REPORT_TEXT_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    static_check: StaticCheckResult
+    correctness: CorrectnessResult
+    benchmark: BenchmarkResult
+    profile: ProfileResult
+    sol_pct: float
+    sol_definition: str
+    report_text: str
+    def __init__(self, ok: _Optional[bool] = ..., static_check: _Optional[_Union[StaticCheckResult, _Mapping]] = ..., correctness: _Optional[_Union[CorrectnessResult, _Mapping]] = ..., benchmark: _Optional[_Union[BenchmarkResult, _Mapping]] = ..., profile: _Optional[_Union[ProfileResult, _Mapping]] = ..., sol_pct: _Optional[float] = ..., sol_definition: _Optional[str] = ..., report_text: _Optional[str] = ...) -> None: ...
+
+class EvaluateResponse(_message.Message):
+    __slots__ = ("progress", "result")
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    progress: Progress
+    result: EvaluateResult
+    def __init__(self, progress: _Optional[_Union[Progress, _Mapping]] = ..., result: _Optional[_Union[EvaluateResult, _Mapping]] = ...) -> None: ...
+
 class GetArtifactRequest(_message.Message):
     __slots__ = ("id",)
     ID_FIELD_NUMBER: _ClassVar[int]

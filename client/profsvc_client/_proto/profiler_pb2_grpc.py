@@ -61,6 +61,26 @@ class ProfilerStub:
                 request_serializer=profsvc_dot_v1_dot_profiler__pb2.GetArtifactRequest.SerializeToString,
                 response_deserializer=profsvc_dot_v1_dot_profiler__pb2.GetArtifactResponse.FromString,
                 _registered_method=True)
+        self.StaticCheck = channel.unary_unary(
+                '/profsvc.v1.Profiler/StaticCheck',
+                request_serializer=profsvc_dot_v1_dot_profiler__pb2.StaticCheckRequest.SerializeToString,
+                response_deserializer=profsvc_dot_v1_dot_profiler__pb2.StaticCheckResponse.FromString,
+                _registered_method=True)
+        self.CheckCorrectness = channel.unary_unary(
+                '/profsvc.v1.Profiler/CheckCorrectness',
+                request_serializer=profsvc_dot_v1_dot_profiler__pb2.CheckCorrectnessRequest.SerializeToString,
+                response_deserializer=profsvc_dot_v1_dot_profiler__pb2.CheckCorrectnessResponse.FromString,
+                _registered_method=True)
+        self.Benchmark = channel.unary_unary(
+                '/profsvc.v1.Profiler/Benchmark',
+                request_serializer=profsvc_dot_v1_dot_profiler__pb2.BenchmarkRequest.SerializeToString,
+                response_deserializer=profsvc_dot_v1_dot_profiler__pb2.BenchmarkResponse.FromString,
+                _registered_method=True)
+        self.Evaluate = channel.unary_stream(
+                '/profsvc.v1.Profiler/Evaluate',
+                request_serializer=profsvc_dot_v1_dot_profiler__pb2.EvaluateRequest.SerializeToString,
+                response_deserializer=profsvc_dot_v1_dot_profiler__pb2.EvaluateResponse.FromString,
+                _registered_method=True)
 
 
 class ProfilerServicer:
@@ -107,6 +127,36 @@ class ProfilerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StaticCheck(self, request, context):
+        """Looks for the known ways candidates game kernel benchmarks, in the source
+        alone (no build, no GPU).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CheckCorrectness(self, request, context):
+        """Runs the candidate against the reference on fresh random inputs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Benchmark(self, request, context):
+        """Times the candidate and the reference the same way; memory and launches too.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Evaluate(self, request, context):
+        """Everything for a submission: static check, compile, correctness, timing,
+        memory, launches, SOL and a short profile. Streams progress, then the result.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ProfilerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -134,6 +184,26 @@ def add_ProfilerServicer_to_server(servicer, server):
                     servicer.GetArtifact,
                     request_deserializer=profsvc_dot_v1_dot_profiler__pb2.GetArtifactRequest.FromString,
                     response_serializer=profsvc_dot_v1_dot_profiler__pb2.GetArtifactResponse.SerializeToString,
+            ),
+            'StaticCheck': grpc.unary_unary_rpc_method_handler(
+                    servicer.StaticCheck,
+                    request_deserializer=profsvc_dot_v1_dot_profiler__pb2.StaticCheckRequest.FromString,
+                    response_serializer=profsvc_dot_v1_dot_profiler__pb2.StaticCheckResponse.SerializeToString,
+            ),
+            'CheckCorrectness': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckCorrectness,
+                    request_deserializer=profsvc_dot_v1_dot_profiler__pb2.CheckCorrectnessRequest.FromString,
+                    response_serializer=profsvc_dot_v1_dot_profiler__pb2.CheckCorrectnessResponse.SerializeToString,
+            ),
+            'Benchmark': grpc.unary_unary_rpc_method_handler(
+                    servicer.Benchmark,
+                    request_deserializer=profsvc_dot_v1_dot_profiler__pb2.BenchmarkRequest.FromString,
+                    response_serializer=profsvc_dot_v1_dot_profiler__pb2.BenchmarkResponse.SerializeToString,
+            ),
+            'Evaluate': grpc.unary_stream_rpc_method_handler(
+                    servicer.Evaluate,
+                    request_deserializer=profsvc_dot_v1_dot_profiler__pb2.EvaluateRequest.FromString,
+                    response_serializer=profsvc_dot_v1_dot_profiler__pb2.EvaluateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -272,6 +342,114 @@ class Profiler:
             '/profsvc.v1.Profiler/GetArtifact',
             profsvc_dot_v1_dot_profiler__pb2.GetArtifactRequest.SerializeToString,
             profsvc_dot_v1_dot_profiler__pb2.GetArtifactResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StaticCheck(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/profsvc.v1.Profiler/StaticCheck',
+            profsvc_dot_v1_dot_profiler__pb2.StaticCheckRequest.SerializeToString,
+            profsvc_dot_v1_dot_profiler__pb2.StaticCheckResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckCorrectness(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/profsvc.v1.Profiler/CheckCorrectness',
+            profsvc_dot_v1_dot_profiler__pb2.CheckCorrectnessRequest.SerializeToString,
+            profsvc_dot_v1_dot_profiler__pb2.CheckCorrectnessResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Benchmark(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/profsvc.v1.Profiler/Benchmark',
+            profsvc_dot_v1_dot_profiler__pb2.BenchmarkRequest.SerializeToString,
+            profsvc_dot_v1_dot_profiler__pb2.BenchmarkResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Evaluate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/profsvc.v1.Profiler/Evaluate',
+            profsvc_dot_v1_dot_profiler__pb2.EvaluateRequest.SerializeToString,
+            profsvc_dot_v1_dot_profiler__pb2.EvaluateResponse.FromString,
             options,
             channel_credentials,
             insecure,
