@@ -26,6 +26,8 @@ class Limits(BaseModel):
     max_report_bytes: int = Field(default=200 * 1024 * 1024, gt=0, description="largest uploaded .ncu-rep")
     max_nvcc_flags: int = Field(default=32, ge=0)
     max_launches: int = Field(default=64, gt=0, description="most launches one Profile may profile")
+    max_trials: int = Field(default=50, gt=0, description="most correctness trials one request may ask for")
+    max_timed_calls: int = Field(default=2000, gt=0, description="most timed calls per model one request may ask for")
     queue_size: int = Field(default=64, gt=0, description="jobs waiting or running before RESOURCE_EXHAUSTED")
     job_timeout_s: float = Field(default=900.0, gt=0, description="wall-clock limit of one job's process")
     compile_timeout_s: float = Field(default=600.0, gt=0, description="wall-clock limit of one build")

@@ -15,8 +15,18 @@ from pathlib import Path
 
 from profsvc_client import errors
 from profsvc_client.client import ProfilerClient, load_source
-from profsvc_client.models import CompileResult, KernelFilter, ProfileResult, Progress
+from profsvc_client.models import (
+    BenchmarkResult,
+    CompileResult,
+    CorrectnessResult,
+    EvaluateResult,
+    KernelFilter,
+    ProfileResult,
+    Progress,
+    StaticCheckResult,
+)
 from profsvc_client.settings import resolve_settings
+from profsvc_client.text import render_benchmark_lines, render_correctness_lines
 
 EXIT_OK = 0
 EXIT_RESULT_FAILED = 1
@@ -68,6 +78,30 @@ def build_parser() -> argparse.ArgumentParser:
     profile.add_argument("--out", type=Path, default=None, help="save the .ncu-rep, result.json and report.txt here")
     _add_filter(profile)
     _add_target(profile)
+
+    lint = commands.add_parser("lint", help="static check: the known ways candidates game kernel benchmarks")
+    lint.add_argument("file", type=Path)
+    lint.add_argument("--reference", type=Path, default=None, help="separate reference module")
+    _add_target(lint)
+
+    check = commands.add_parser("check", help="correctness against the reference on fresh random inputs")
+    check.add_argument("file", type=Path)
+    check.add_argument("--reference", type=Path, default=None, help="separate reference module")
+    check.add_argument("--trials", type=int, default=0, help="trials (default 5)")
+    _add_target(check)
+
+    time_ = commands.add_parser("time", help="time candidate and reference the same way; memory and launches")
+    time_.add_argument("file", type=Path)
+    time_.add_argument("--reference", type=Path, default=None, help="separate reference module")
+    time_.add_argument("--trials", type=int, default=0, help="timed calls per model (default 100)")
+    _add_target(time_)
+
+    evaluate = commands.add_parser("evaluate", help="everything for a submission: check, compile, time, profile")
+    evaluate.add_argument("file", type=Path)
+    evaluate.add_argument("--reference", type=Path, default=None, help="separate reference module")
+    evaluate.add_argument("--trials", type=int, default=0, help="correctness trials (default 5)")
+    evaluate.add_argument("--skip-profile", action="store_true", help="no ncu profile (and no SOL score)")
+    _add_target(evaluate)
 
     analyze = commands.add_parser("analyze", help="read an existing .ncu-rep (no GPU needed)")
     analyze.add_argument("report", type=Path)
@@ -166,6 +200,34 @@ def _emit_compile(result: CompileResult, args: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_RESULT_FAILED
 
 
+def _run_tool(client: ProfilerClient, args: argparse.Namespace) -> int:
+    source = load_source(args.file, args.reference)
+    result: StaticCheckResult | CorrectnessResult | BenchmarkResult | EvaluateResult
+    if args.command == "lint":
+        result = client.static_check(source)
+        text = "\n".join(
+            f"{args.file.name}:{f.line}:{f.column}: {f.severity}: [{f.rule_id}] {f.message}" for f in result.findings
+        )
+        text = (text + "\n") if text else "static check: clean\n"
+    elif args.command == "check":
+        result = client.check_correctness(source, trials=args.trials)
+        text = "\n".join(render_correctness_lines(result)) + "\n"
+    elif args.command == "time":
+        result = client.benchmark(source, trials=args.trials)
+        text = "\n".join(render_benchmark_lines(result)) + "\n"
+    else:
+        progress = ProgressLine()
+        try:
+            result = client.evaluate(source, trials=args.trials, skip_profile=args.skip_profile, on_progress=progress)
+        finally:
+            progress.close()
+        text = result.report_text
+    print(
+        result.model_dump_json(indent=2) if args.format == "json" else text, end="\n" if args.format == "json" else ""
+    )
+    return EXIT_OK if result.ok else EXIT_RESULT_FAILED
+
+
 def _serve(args: argparse.Namespace) -> int:
     try:
         import asyncio
@@ -207,6 +269,8 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_OK
         if args.command == "compile":
             return _emit_compile(client.compile(load_source(args.file, args.reference, args.nvcc_flag)), args)
+        if args.command in ("lint", "check", "time", "evaluate"):
+            return _run_tool(client, args)
         if args.command == "analyze":
             return _emit_result(client.analyze(args.report, kernel_filter=_filter(args)), args, client)
         progress = ProgressLine()

@@ -15,14 +15,18 @@ from profsvc_client._proto import profiler_pb2 as pb
 from profsvc_client._proto import profiler_pb2_grpc as pb_grpc
 from profsvc_client.convert import to_model, to_proto
 from profsvc_client.models import (
+    BenchmarkResult,
     Capabilities,
     CompileResult,
+    CorrectnessResult,
+    EvaluateResult,
     KernelFilter,
     KernelSource,
     ProfileResult,
     Progress,
     SourceFile,
     SourceKind,
+    StaticCheckResult,
 )
 
 # Reports and results can be large; gRPC's default limit is 4 MiB.
@@ -147,6 +151,45 @@ class ProfilerClient:
                 if on_progress is not None:
                     on_progress(to_model(event.progress, Progress))
         raise errors.InternalError("the server closed the Profile stream without a result")
+
+    def static_check(self, source: KernelSource) -> StaticCheckResult:
+        """AST rules for benchmark gaming over the candidate; nothing runs."""
+        request = pb.StaticCheckRequest(source=to_proto(source, pb.KernelSource))
+        with _translated():
+            reply = self._stub.StaticCheck(request, metadata=self._metadata, timeout=self.timeout)
+        return to_model(reply.result, StaticCheckResult)
+
+    def check_correctness(self, source: KernelSource, *, trials: int = 0) -> CorrectnessResult:
+        """Run the candidate against the reference on fresh inputs (`trials` 0: the server's default, 5)."""
+        request = pb.CheckCorrectnessRequest(source=to_proto(source, pb.KernelSource), trials=trials)
+        with _translated():
+            reply = self._stub.CheckCorrectness(request, metadata=self._metadata, timeout=self.timeout)
+        return to_model(reply.result, CorrectnessResult)
+
+    def benchmark(self, source: KernelSource, *, trials: int = 0) -> BenchmarkResult:
+        """Time candidate and reference the same way (`trials` timed calls each; 0: the server's default)."""
+        request = pb.BenchmarkRequest(source=to_proto(source, pb.KernelSource), trials=trials)
+        with _translated():
+            reply = self._stub.Benchmark(request, metadata=self._metadata, timeout=self.timeout)
+        return to_model(reply.result, BenchmarkResult)
+
+    def evaluate(
+        self,
+        source: KernelSource,
+        *,
+        trials: int = 0,
+        skip_profile: bool = False,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> EvaluateResult:
+        """Static check, compile, correctness, timing, memory, launches, SOL and a short profile."""
+        request = pb.EvaluateRequest(source=to_proto(source, pb.KernelSource), trials=trials, skip_profile=skip_profile)
+        with _translated():
+            for event in self._stub.Evaluate(request, metadata=self._metadata, timeout=self.timeout):
+                if event.HasField("result"):
+                    return to_model(event.result, EvaluateResult)
+                if on_progress is not None:
+                    on_progress(to_model(event.progress, Progress))
+        raise errors.InternalError("the server closed the Evaluate stream without a result")
 
     def analyze(self, report: bytes | str | Path, *, kernel_filter: KernelFilter | None = None) -> ProfileResult:
         """Analyze an existing .ncu-rep (a path or its bytes) on the server."""

@@ -31,6 +31,8 @@ class HarnessStatus:
     detail: str = ""
     build_log: str = ""
     builds: list[dict[str, Any]] = field(default_factory=list)
+    correctness: dict[str, Any] | None = None
+    benchmark: dict[str, Any] | None = None
 
     @classmethod
     def read(cls, path: Path, *, returncode: int, timed_out: bool, output: str) -> HarnessStatus:

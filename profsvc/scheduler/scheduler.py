@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import secrets
 import shlex
 import time
 from collections.abc import AsyncIterator
@@ -123,6 +125,11 @@ class Scheduler:
         if self.host.ncu is None:
             raise PreconditionFailed(f"cannot profile: {self.host.unavailable_reason}", Reason.NO_NCU)
 
+    def require_gpu(self) -> None:
+        """Raise FAILED_PRECONDITION when this host has no GPU to run on."""
+        if not self.host.gpus:
+            raise PreconditionFailed(f"cannot run: {self.host.unavailable_reason}", Reason.NO_GPU)
+
     def require_nvcc(self) -> None:
         """Raise FAILED_PRECONDITION when nvcc is missing."""
         if not self.host.nvcc_path:
@@ -174,6 +181,37 @@ class Scheduler:
         async with self._admit(progress) as job:
             result, _, _, _ = await self._build(job, source)
             return result
+
+    # ------------------------------------------------------------ correctness and timing
+
+    async def run_checks(
+        self, source: SourceSpec, mode: str, options: dict[str, int], progress: ProgressSink | None = None
+    ) -> tuple[CompileResult, HarnessStatus | None]:
+        """Build, then run the worker harness in `mode` (correctness, benchmark, evaluate) holding a GPU."""
+        self.require_gpu()
+        async with self._admit(progress) as job:
+            compiled, main, reference, _ = await self._build(job, source)
+            if not compiled.ok or main is None:
+                return compiled, None
+            status_path = job.workspace / f"{mode}-status.json"
+            argv = harness_argv(self.config.python, main, reference, self.cache.root, status_path, mode, **options)
+            argv.append("--seed-stdin")
+            # A fresh secret per job: the worker reads it from stdin before user code runs.
+            secret = json.dumps({"seed": secrets.randbits(62)}).encode() + b"\n"
+            async with self._gpu(job) as gpu:
+                job.report(Stage.RUNNING, f"running {mode} on GPU {gpu}")
+                process = await run_process(
+                    self.sandbox.wrap(argv),
+                    cwd=job.workspace,
+                    env=self._env(job, gpu),
+                    timeout=self.config.limits.job_timeout_s,
+                    stdin_data=secret,
+                )
+            status = HarnessStatus.read(
+                status_path, returncode=process.returncode, timed_out=process.timed_out, output=process.stderr
+            )
+            job.report(Stage.DONE, "done")
+            return compiled, status
 
     # ------------------------------------------------------------ profile
 

@@ -7,19 +7,31 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 import grpc
+from google.protobuf.message import Message
+from pydantic import BaseModel
 
 from profsvc import __version__
 from profsvc.config import ServerConfig
 from profsvc.ncu.metric_sets import metric_sets
-from profsvc.scheduler.jobs import ProfileSpec
+from profsvc.scheduler.evaluation import benchmark, check_correctness, evaluate, static_check
+from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
 from profsvc.scheduler.scheduler import Scheduler
 from profsvc.server.status import new_request_id, status_for_exception
-from profsvc.server.validation import validate_filter, validate_metric_set, validate_source
+from profsvc.server.validation import validate_count, validate_filter, validate_metric_set, validate_source
 from profsvc_client._proto import profiler_pb2 as pb
 from profsvc_client._proto import profiler_pb2_grpc as pb_grpc
 from profsvc_client.convert import to_model, to_proto
 from profsvc_client.errors import InvalidRequest, NotFound, Reason
-from profsvc_client.models import Capabilities, KernelFilter, KernelSource, MetricSet, ProfileResult, Progress
+from profsvc_client.models import (
+    Capabilities,
+    EvaluateResult,
+    KernelFilter,
+    KernelSource,
+    MetricSet,
+    ProfileResult,
+    Progress,
+    SourceKind,
+)
 
 T = TypeVar("T")
 ARTIFACT_CHUNK = 1024 * 1024
@@ -73,37 +85,119 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
 
         return await self._guard(context, "Compile", call)
 
-    async def Profile(
-        self, request: pb.ProfileRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.ProfileResponse]:
-        """Stream progress events, then the result."""
-        events: asyncio.Queue[Progress | ProfileResult | BaseException] = asyncio.Queue()
+    async def _stream(
+        self,
+        context: grpc.aio.ServicerContext,
+        method: str,
+        run: Callable[[ProgressSink], Awaitable[BaseModel]],
+        progress_message: Callable[[Progress], Message],
+        result_message: Callable[[BaseModel], Message],
+    ) -> AsyncIterator[Message]:
+        """Stream progress events while `run` works, then its result; errors end the stream as a status."""
+        events: asyncio.Queue[Progress | BaseModel | BaseException] = asyncio.Queue()
 
-        async def run() -> None:
+        async def work() -> None:
             try:
-                spec = ProfileSpec(
-                    source=validate_source(to_model(request.source, KernelSource), self.config.limits),
-                    kernel_filter=validate_filter(to_model(request.filter, KernelFilter), self.config.limits),
-                    metric_set=validate_metric_set(request.metric_set),
-                )
-                events.put_nowait(await self.scheduler.profile(spec, events.put_nowait))
+                events.put_nowait(await run(events.put_nowait))
             except Exception as error:  # handed to the stream below, which turns it into a status
                 events.put_nowait(error)
 
-        task = asyncio.create_task(run())
+        task = asyncio.create_task(work())
         try:
             while True:
                 event = await events.get()
                 if isinstance(event, Progress):
-                    yield pb.ProfileResponse(progress=to_proto(event, pb.Progress))
-                elif isinstance(event, ProfileResult):
-                    yield pb.ProfileResponse(result=to_proto(event, pb.ProfileResult))
+                    yield progress_message(event)
+                elif isinstance(event, BaseModel):
+                    yield result_message(event)
                     return
                 else:
-                    await context.abort_with_status(status_for_exception(event, new_request_id(), "Profile"))
+                    await context.abort_with_status(status_for_exception(event, new_request_id(), method))
         finally:
             # A client that cancels or passes its deadline lands here: its job is killed.
             task.cancel()
+
+    async def Profile(self, request: pb.ProfileRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[Message]:
+        """Stream progress events, then the result."""
+
+        async def run(progress: ProgressSink) -> ProfileResult:
+            spec = ProfileSpec(
+                source=validate_source(to_model(request.source, KernelSource), self.config.limits),
+                kernel_filter=validate_filter(to_model(request.filter, KernelFilter), self.config.limits),
+                metric_set=validate_metric_set(request.metric_set),
+            )
+            return await self.scheduler.profile(spec, progress)
+
+        async for message in self._stream(
+            context,
+            "Profile",
+            run,
+            lambda p: pb.ProfileResponse(progress=to_proto(p, pb.Progress)),
+            lambda r: pb.ProfileResponse(result=to_proto(r, pb.ProfileResult)),
+        ):
+            yield message
+
+    async def StaticCheck(
+        self, request: pb.StaticCheckRequest, context: grpc.aio.ServicerContext
+    ) -> pb.StaticCheckResponse:
+        """AST rules over the candidate; nothing runs."""
+
+        async def call() -> pb.StaticCheckResponse:
+            source = validate_source(to_model(request.source, KernelSource), self.config.limits, check_symbols=False)
+            return pb.StaticCheckResponse(result=to_proto(static_check(source), pb.StaticCheckResult))
+
+        return await self._guard(context, "StaticCheck", call)
+
+    async def CheckCorrectness(
+        self, request: pb.CheckCorrectnessRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CheckCorrectnessResponse:
+        """Correctness trials against the reference."""
+
+        async def call() -> pb.CheckCorrectnessResponse:
+            source = self._python_problem(request.source)
+            trials = validate_count(request.trials, "trials", self.config.limits.max_trials)
+            result = await check_correctness(self.scheduler, source, trials)
+            return pb.CheckCorrectnessResponse(result=to_proto(result, pb.CorrectnessResult))
+
+        return await self._guard(context, "CheckCorrectness", call)
+
+    async def Benchmark(self, request: pb.BenchmarkRequest, context: grpc.aio.ServicerContext) -> pb.BenchmarkResponse:
+        """Candidate and reference timed the same way."""
+
+        async def call() -> pb.BenchmarkResponse:
+            source = self._python_problem(request.source)
+            timed_calls = validate_count(request.trials, "trials", self.config.limits.max_timed_calls)
+            result = await benchmark(self.scheduler, source, timed_calls)
+            return pb.BenchmarkResponse(result=to_proto(result, pb.BenchmarkResult))
+
+        return await self._guard(context, "Benchmark", call)
+
+    async def Evaluate(self, request: pb.EvaluateRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[Message]:
+        """Everything for a submission; progress, then the result."""
+
+        async def run(progress: ProgressSink) -> EvaluateResult:
+            source = self._python_problem(request.source)
+            trials = validate_count(request.trials, "trials", self.config.limits.max_trials)
+            return await evaluate(self.scheduler, source, trials, request.skip_profile, progress)
+
+        async for message in self._stream(
+            context,
+            "Evaluate",
+            run,
+            lambda p: pb.EvaluateResponse(progress=to_proto(p, pb.Progress)),
+            lambda r: pb.EvaluateResponse(result=to_proto(r, pb.EvaluateResult)),
+        ):
+            yield message
+
+    def _python_problem(self, source: pb.KernelSource) -> SourceSpec:
+        spec = validate_source(to_model(source, KernelSource), self.config.limits)
+        if spec.kind != SourceKind.PYTHON_PROBLEM:
+            raise InvalidRequest(
+                "correctness and timing need a Python problem (a reference Model to compare with); "
+                f"{spec.main_name} is a CUDA program: use Profile",
+                Reason.BAD_SOURCE_KIND,
+            )
+        return spec
 
     async def Analyze(self, request: pb.AnalyzeRequest, context: grpc.aio.ServicerContext) -> pb.AnalyzeResponse:
         """Read an uploaded .ncu-rep."""

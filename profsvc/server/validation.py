@@ -100,8 +100,11 @@ def _require(defined: set[str], needed: tuple[str, ...], name: str) -> None:
         raise InvalidRequest(f"{name} defines no {', '.join(missing)}", Reason.MISSING_SYMBOL)
 
 
-def validate_source(source: KernelSource, limits: Limits) -> SourceSpec:
-    """Decode and check a KernelSource; raise InvalidRequest with one clear line."""
+def validate_source(source: KernelSource, limits: Limits, *, check_symbols: bool = True) -> SourceSpec:
+    """Decode and check a KernelSource; raise InvalidRequest with one clear line.
+
+    `check_symbols=False` (static check) accepts a candidate without the reference's names.
+    """
     _check_name(source.main, "main")
     kind = _kind(source)
     main_text = _decode(source.main, "main", limits)
@@ -113,10 +116,11 @@ def validate_source(source: KernelSource, limits: Limits) -> SourceSpec:
             raise InvalidRequest("the reference and main files have the same name", Reason.BAD_ARGUMENT)
     if kind == SourceKind.PYTHON_PROBLEM:
         defined = _parse_python(main_text, source.main.name)
-        if reference_text:
-            _require(_parse_python(reference_text, source.reference.name), REFERENCE_NAMES, source.reference.name)
+        reference_defined = _parse_python(reference_text, source.reference.name) if reference_text else set()
+        if check_symbols and reference_text:
+            _require(reference_defined, REFERENCE_NAMES, source.reference.name)
             _require(defined, CANDIDATE_NAMES, source.main.name)
-        else:
+        elif check_symbols:
             _require(defined, REFERENCE_NAMES + CANDIDATE_NAMES, source.main.name)
     elif not _CUDA_MAIN.search(main_text):
         raise InvalidRequest(f"{source.main.name} has no `int main(`: a .cu program needs one", Reason.MISSING_SYMBOL)
@@ -153,6 +157,13 @@ def validate_filter(kernel_filter: KernelFilter, limits: Limits) -> KernelFilter
             Reason.BAD_FILTER,
         )
     return kernel_filter
+
+
+def validate_count(value: int, name: str, limit: int) -> int:
+    """A requested count (0 means the default) within the server's limit."""
+    if value > limit:
+        raise InvalidRequest(f"{name} {value} is over the server's limit of {limit}", Reason.BAD_ARGUMENT)
+    return value
 
 
 def validate_metric_set(name: str) -> MetricSetSpec:

@@ -1,23 +1,28 @@
-"""The worker process: build, then run a problem's candidate once inside an NVTX range.
+"""The worker process: import and build a problem, then run what the mode asks.
 
-Run as `python -m profsvc.worker.harness ...`, alone (mode compile) or under
-ncu (mode profile). It warms the candidate up outside the range, so the range
-holds exactly the kernels of one measured call: no warm-up, no reference, no
-torch start-up kernels. It never raises: it writes what happened to the
-status file (JSON) and exits 0, or 1 when the user's code failed.
+Run as `python -m profsvc.worker.harness ...`. Modes: compile (import only),
+profile (under ncu: warm up outside the NVTX range, so the range holds exactly
+the kernels of one measured call: no warm-up, no reference, no torch start-up
+kernels), correctness, benchmark, and evaluate (correctness then benchmark).
+It never raises: it writes what happened to the status file (JSON) and exits
+0, or 1 when the user's code failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import builtins
 import json
 import sys
 import traceback
 from pathlib import Path
 from typing import Any
 
+from profsvc.worker.benchmark import run_benchmark
+from profsvc.worker.correctness import run_correctness
 from profsvc.worker.inline_cache import InlineRecorder, install
 from profsvc.worker.problem import ProblemError, load_problem
+from profsvc.worker.shapes import JITTER
 
 BUILD_ERROR_PREFIX = "Error building extension"
 
@@ -52,6 +57,13 @@ def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecord
     install(Path(args.cache), lineinfo=args.lineinfo, user_text=main.read_text(), recorder=recorder)
     import torch
 
+    # The shape-jitter helper problem files use as `popcorn_pri` (or `profsvc_shapes`).
+    builtins.popcorn_pri = JITTER  # type: ignore[attr-defined]
+    builtins.profsvc_shapes = JITTER  # type: ignore[attr-defined]
+    seed = args.seed
+    if args.seed_stdin:
+        # The server's secret seed arrives on stdin, read before any user code runs: the candidate cannot see it.
+        seed = int(json.loads(sys.stdin.readline())["seed"])
     status["stage"] = "compiling"
     problem = load_problem(main, reference)
     if args.mode == "compile":
@@ -60,7 +72,14 @@ def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecord
         status["ok"] = True
         return
     status["stage"] = "running"
-    torch.manual_seed(args.seed)
+    if args.mode in ("correctness", "evaluate"):
+        status["correctness"] = run_correctness(problem, args.trials, seed, torch)
+    if args.mode in ("benchmark", "evaluate"):
+        status["benchmark"] = run_benchmark(problem, args.timed_calls, args.warmup, seed, torch)
+    if args.mode != "profile":
+        status["ok"] = True
+        return
+    torch.manual_seed(seed)
     with torch.no_grad():
         model = problem.model_new(*problem.get_init_inputs())
         if isinstance(model, torch.nn.Module):
@@ -69,14 +88,13 @@ def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecord
         # The first call also runs lazy load_inline builds; their errors are told apart by message.
         model(*inputs)
         torch.cuda.synchronize()
-        if args.mode == "profile":
-            for _ in range(args.warmup):
-                model(*inputs)
-            torch.cuda.synchronize()
-            torch.cuda.nvtx.range_push(args.range)
+        for _ in range(args.warmup):
             model(*inputs)
-            torch.cuda.nvtx.range_pop()
-            torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_push(args.range)
+        model(*inputs)
+        torch.cuda.nvtx.range_pop()
+        torch.cuda.synchronize()
     status["ok"] = True
 
 
@@ -87,11 +105,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference", default="", help="separate reference module")
     parser.add_argument("--cache", required=True, help="content-addressed build cache root")
     parser.add_argument("--status", required=True, help="where to write the JSON status")
-    parser.add_argument("--mode", choices=("compile", "profile"), default="profile")
+    parser.add_argument(
+        "--mode", choices=("compile", "profile", "correctness", "benchmark", "evaluate"), default="profile"
+    )
     parser.add_argument("--lineinfo", action="store_true", help="build CUDA sources with -lineinfo")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--range", default="profsvc", help="NVTX range around the measured call")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed-stdin", action="store_true", help="read the secret seed as JSON from stdin")
+    parser.add_argument("--trials", type=int, default=5, help="correctness trials")
+    parser.add_argument("--timed-calls", type=int, default=100, help="timed calls per model")
     args = parser.parse_args(argv)
     recorder = InlineRecorder()
     status: dict[str, Any] = {"ok": False, "stage": "compiling"}

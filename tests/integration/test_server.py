@@ -128,3 +128,29 @@ def test_cli_bad_input_and_no_server(served, tmp_path):
     assert done.returncode == 2 and "EMPTY_SOURCE" in done.stderr
     nobody = run_cli("analyze", FIXTURES / "seed47_full.ncu-rep", "--server", "127.0.0.1:1")
     assert nobody.returncode == 4 and len(nobody.stderr.strip().splitlines()) == 1
+
+
+def test_static_check_over_grpc_and_cli(client, served, tmp_path):
+    honest = client.static_check(load_source(FIXTURES / "seed47.py"))
+    assert honest.ok and not [f for f in honest.findings if f.severity == "error"]
+    cheat = tmp_path / "cheat.py"
+    cheat.write_text(
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.matmul(x, x)\n"
+    )
+    found = client.static_check(load_source(cheat))
+    assert not found.ok and any(f.rule_id == "torch_fallback" and f.line == 4 for f in found.findings)
+    lint = run_cli("lint", cheat, "--server", served)
+    assert lint.returncode == 1 and "cheat.py:4:" in lint.stdout and "torch_fallback" in lint.stdout
+
+
+@no_gpu_only
+def test_correctness_and_timing_need_a_gpu(client):
+    with pytest.raises(errors.PreconditionFailed):
+        client.check_correctness(load_source(FIXTURES / "seed47.py"))
+    with pytest.raises(errors.PreconditionFailed):
+        client.benchmark(load_source(FIXTURES / "seed47.py"))
+
+
+def test_correctness_of_a_cuda_program_is_invalid(client):
+    with pytest.raises(errors.InvalidRequest, match="CUDA program"):
+        client.check_correctness(load_source(EXAMPLES / "saxpy.cu"))

@@ -1,0 +1,101 @@
+"""The agent's tools on top of the scheduler: correctness, benchmark and the whole evaluation."""
+
+from __future__ import annotations
+
+from profsvc.build.python_problem import HarnessStatus
+from profsvc.metrics.sol import SOL_DEFINITION, sol_pct
+from profsvc.report.evaluate_text import render_evaluation
+from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
+from profsvc.scheduler.scheduler import Scheduler
+from profsvc.staticcheck import check_source
+from profsvc_client.models import (
+    BenchmarkResult,
+    CompileResult,
+    CorrectnessResult,
+    EvaluateResult,
+    JobError,
+    ProfileResult,
+    Stage,
+    StaticCheckResult,
+    StaticFinding,
+)
+
+DEFAULT_TRIALS = 5
+DEFAULT_TIMED_CALLS = 100
+WARMUP_CALLS = 10
+
+
+def static_check(source: SourceSpec) -> StaticCheckResult:
+    """AST rules over the candidate (pure: nothing runs)."""
+    findings = check_source(source.main_text, source.main_name, source.reference_text or None)
+    return StaticCheckResult(
+        ok=not any(f.severity == "error" for f in findings),
+        findings=[
+            StaticFinding(rule_id=f.rule_id, severity=str(f.severity), line=f.line, column=f.column, message=f.message)
+            for f in findings
+        ],
+    )
+
+
+def _job_error(compiled: CompileResult, status: HarnessStatus | None) -> JobError:
+    if status is None:
+        message = compiled.diagnostics[0].message if compiled.diagnostics else "the build failed"
+        return JobError(kind="compile_error", stage=Stage.COMPILING, message=message, detail=compiled.log[-4000:])
+    return JobError(
+        kind=status.kind or "runtime_error",
+        stage=Stage.COMPILING if status.kind == "compile_error" else Stage.RUNNING,
+        message=status.message,
+        detail=status.detail or status.build_log[-4000:],
+    )
+
+
+async def check_correctness(
+    scheduler: Scheduler, source: SourceSpec, trials: int, progress: ProgressSink | None = None
+) -> CorrectnessResult:
+    """Run the correctness trials."""
+    options = {"trials": trials or DEFAULT_TRIALS}
+    compiled, status = await scheduler.run_checks(source, "correctness", options, progress)
+    if status is None or not status.ok or status.correctness is None:
+        return CorrectnessResult(compile=compiled, error=_job_error(compiled, status), message="could not run")
+    return CorrectnessResult.model_validate({**status.correctness, "compile": compiled})
+
+
+async def benchmark(
+    scheduler: Scheduler, source: SourceSpec, timed_calls: int, progress: ProgressSink | None = None
+) -> BenchmarkResult:
+    """Time candidate and reference."""
+    options = {"timed-calls": timed_calls or DEFAULT_TIMED_CALLS, "warmup": WARMUP_CALLS}
+    compiled, status = await scheduler.run_checks(source, "benchmark", options, progress)
+    if status is None or not status.ok or status.benchmark is None:
+        return BenchmarkResult(compile=compiled, error=_job_error(compiled, status))
+    return BenchmarkResult.model_validate({**status.benchmark, "compile": compiled})
+
+
+async def evaluate(
+    scheduler: Scheduler,
+    source: SourceSpec,
+    trials: int,
+    skip_profile: bool,
+    progress: ProgressSink | None = None,
+) -> EvaluateResult:
+    """Static check, build, correctness, timing, memory, launches, then (correct candidates) a profile and SOL."""
+    result = EvaluateResult(static_check=static_check(source))
+    options = {"trials": trials or DEFAULT_TRIALS, "timed-calls": DEFAULT_TIMED_CALLS, "warmup": WARMUP_CALLS}
+    compiled, status = await scheduler.run_checks(source, "evaluate", options, progress)
+    if status is None or not status.ok or status.correctness is None:
+        error = _job_error(compiled, status)
+        result.correctness = CorrectnessResult(compile=compiled, error=error, message="could not run")
+        result.benchmark = BenchmarkResult(compile=compiled, error=error)
+    else:
+        result.correctness = CorrectnessResult.model_validate({**status.correctness, "compile": compiled})
+        if status.benchmark is not None:
+            result.benchmark = BenchmarkResult.model_validate({**status.benchmark, "compile": compiled})
+    if result.correctness.ok and not skip_profile:
+        result.profile = await scheduler.profile(ProfileSpec(source=source), progress)
+        result.sol_pct = sol_pct(result.profile) if result.profile.ok else None
+        result.sol_definition = SOL_DEFINITION
+    elif skip_profile:
+        result.profile = ProfileResult()
+    result.ok = result.static_check.ok and result.correctness.ok and result.benchmark.ok
+    result.report_text = render_evaluation(result)
+    return result

@@ -1,0 +1,212 @@
+"""The agent's tools on a GPU: correctness, timing, memory, launches and Evaluate, against planted cheats.
+
+Every candidate below shares one load_inline extension (the same source, so
+the build cache builds it once) and differs only in what ModelNew does with it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from profsvc_client.client import ProfilerClient, load_source
+from profsvc_client.models import KernelSource, SourceFile
+from tests.conftest import FIXTURES
+
+pytestmark = pytest.mark.gpu
+
+PROBLEM = '''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+N = 1 << 20
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2.0 + 1.0
+
+
+def get_inputs():
+    p = popcorn_pri
+    return [torch.randn(p.jitter_int(N, align=256), device="cuda")]
+
+
+def get_init_inputs():
+    return []
+
+
+_cpp = """
+torch::Tensor affine(torch::Tensor x);
+torch::Tensor affine_current_stream(torch::Tensor x);
+torch::Tensor nothing(torch::Tensor x);
+torch::Tensor affine_inplace(torch::Tensor x);
+torch::Tensor affine_fixed(torch::Tensor x);
+"""
+_cuda = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#define FIXED_N (1 << 20)
+__global__ void affine_kernel(const float* x, float* y, long n) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] * 2.0f + 1.0f;
+}
+static int blocks(long n) { return (int)((n + 255) / 256); }
+torch::Tensor affine(torch::Tensor x) {
+  auto y = torch::empty_like(x);
+  affine_kernel<<<blocks(x.numel()), 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+  return y;
+}
+torch::Tensor affine_current_stream(torch::Tensor x) {
+  auto y = torch::empty_like(x);
+  auto stream = at::cuda::getCurrentCUDAStream();
+  affine_kernel<<<blocks(x.numel()), 256, 0, stream>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+  return y;
+}
+torch::Tensor nothing(torch::Tensor x) { return torch::empty_like(x); }
+torch::Tensor affine_inplace(torch::Tensor x) {
+  affine_kernel<<<blocks(x.numel()), 256>>>(x.data_ptr<float>(), x.data_ptr<float>(), x.numel());
+  return x;
+}
+torch::Tensor affine_fixed(torch::Tensor x) {
+  auto y = torch::empty({FIXED_N}, x.options());
+  long n = x.numel() < FIXED_N ? x.numel() : FIXED_N;
+  affine_kernel<<<blocks(n), 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+  return y;
+}
+"""
+_ext = load_inline(
+    name="affine_ext",
+    cpp_sources=_cpp,
+    cuda_sources=_cuda,
+    functions=["affine", "affine_current_stream", "nothing", "affine_inplace", "affine_fixed"],
+    extra_cuda_cflags=["-O3"],
+)
+'''
+
+CANDIDATES = {
+    "honest": """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return _ext.affine(x)
+""",
+    "side_stream": """
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stream = torch.cuda.Stream()
+
+    def forward(self, x):
+        with torch.cuda.stream(self.stream):
+            return _ext.affine_current_stream(x)
+""",
+    "result_cache": """
+_seen = {}
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        key = (x.data_ptr(), tuple(x.shape))
+        if key not in _seen:
+            _seen[key] = _ext.affine(x)
+        return _seen[key]
+""",
+    "writes_nothing": """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return _ext.nothing(x)
+""",
+    "mutates_input": """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return _ext.affine_inplace(x)
+""",
+    "hard_coded_shape": """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return _ext.affine_fixed(x)
+""",
+}
+
+
+def _candidate(name: str) -> KernelSource:
+    return KernelSource(main=SourceFile(name=f"{name}.py", content=(PROBLEM + CANDIDATES[name]).encode()))
+
+
+@pytest.fixture(scope="module")
+def tools(served):
+    with ProfilerClient(served, timeout=900) as client:
+        yield client
+
+
+def test_honest_candidate_passes_and_is_timed(tools):
+    correctness = tools.check_correctness(_candidate("honest"))
+    assert correctness.ok, correctness.message
+    assert correctness.trials == 5 and correctness.passed == 5
+    assert correctness.max_abs_error is not None and correctness.max_abs_error < 1e-5
+    timing = tools.benchmark(_candidate("honest"))
+    assert timing.ok and not timing.flags, timing.flags
+    assert timing.candidate.launches_per_call == 1
+    assert timing.reference.launches_per_call == 2  # x * 2.0 then + 1.0
+    assert timing.fusion_ratio == pytest.approx(2.0)
+    assert timing.speedup and timing.speedup_ci_low <= timing.speedup <= timing.speedup_ci_high
+    # Never below the kernels' own durations.
+    assert timing.candidate.events.median_us >= timing.candidate.kernels.median_us
+
+
+def test_side_stream_is_flagged(tools):
+    timing = tools.benchmark(_candidate("side_stream"))
+    assert any("outside the timed stream" in f for f in timing.flags), timing.flags
+    assert timing.speedup_basis == "wall"
+    assert tools.static_check(_candidate("side_stream")).findings
+
+
+def test_result_cache_is_caught(tools):
+    correctness = tools.check_correctness(_candidate("result_cache"))
+    timing = tools.benchmark(_candidate("result_cache"))
+    caught_in_trials = not correctness.ok
+    caught_in_timing = any("reuses results across calls" in f for f in timing.flags)
+    assert caught_in_trials or caught_in_timing, (correctness.message, timing.flags)
+
+
+def test_unwritten_output_is_caught(tools):
+    correctness = tools.check_correctness(_candidate("writes_nothing"))
+    assert not correctness.ok
+    assert correctness.trial_results[0].message
+
+
+def test_input_mutation_is_caught(tools):
+    correctness = tools.check_correctness(_candidate("mutates_input"))
+    assert not correctness.ok
+    assert "changed its input #0" in correctness.message
+
+
+def test_hard_coded_shape_is_caught_with_a_message_saying_so(tools):
+    correctness = tools.check_correctness(_candidate("hard_coded_shape"))
+    assert not correctness.ok
+    assert correctness.trial_results[0].ok  # the nominal shape works
+    assert "hard-code one shape" in correctness.message
+
+
+@pytest.mark.parametrize(("problem", "kernel"), [("seed47.py", "vga_linear_kernel"), ("big.py", "relu2_k")])
+def test_timing_agrees_with_ncu_and_is_never_below_it(tools, problem, kernel):
+    source = load_source(FIXTURES / problem)
+    timing = tools.benchmark(source)
+    assert timing.ok, timing.error
+    profile = tools.profile(source)
+    ncu_us = profile.kernels[0].value("duration") / 1e3
+    assert profile.kernels[0].name == kernel
+    measured = timing.candidate.events.median_us
+    assert measured >= ncu_us * 0.995, (measured, ncu_us)  # ncu's own clock rounding aside
+    if ncu_us >= 20:
+        assert measured <= ncu_us * 1.05, (measured, ncu_us)
+
+
+def test_evaluate_seed_problem_end_to_end(tools):
+    events = []
+    result = tools.evaluate(load_source(FIXTURES / "seed47.py"), on_progress=events.append)
+    assert result.static_check.ok
+    assert result.correctness.ok
+    assert result.benchmark.ok and result.benchmark.speedup is not None
+    assert result.profile.ok and result.profile.kernels[0].name == "vga_linear_kernel"
+    assert result.sol_pct is not None and 0 < result.sol_pct <= 100
+    assert "correctness PASSED" in result.report_text and "speedup" in result.report_text
