@@ -66,15 +66,22 @@ def wait_healthy(target: str, timeout: float = 60.0) -> None:
 
 @pytest.fixture(scope="session")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`profsvc serve` as its own process, as a user starts it."""
+    """`profsvc serve` as its own process, as a user starts it.
+
+    With PROFSVC_STATE_DIR set (the GPU runner sets it), the server shares that build cache with the
+    embedded CLI runs, so each distinct extension is built once per run.
+    """
     port = free_port()
-    state = tmp_path_factory.mktemp("served")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "profsvc_client.cli", "serve", "--port", str(port), "--state-dir", str(state)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    state = Path(os.environ.get("PROFSVC_STATE_DIR") or tmp_path_factory.mktemp("served"))
+    # The server's log goes to a file (PROFSVC_SERVER_LOG when set): a pipe nobody reads would fill and stall it.
+    log_path = Path(os.environ.get("PROFSVC_SERVER_LOG") or tmp_path_factory.mktemp("log") / "server.log")
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "profsvc_client.cli", "serve", "--port", str(port), "--state-dir", str(state)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     target = f"127.0.0.1:{port}"
     try:
         wait_healthy(target)

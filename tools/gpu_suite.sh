@@ -8,7 +8,7 @@ out="${OUT:-gpu-out}"
 mkdir -p "$out"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH="/tmp/site:$PWD:$PWD/client${PYTHONPATH:+:$PYTHONPATH}"
-export PROFSVC_STATE_DIR=/tmp/profsvc-state
+export PROFSVC_STATE_DIR=/tmp/profsvc-state PROFSVC_SERVER_LOG="$out/server.log"
 {
   date -u
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader

@@ -11,6 +11,7 @@ from typing import Any
 from profsvc.build.diagnostics import FileMap, parse_diagnostics
 from profsvc.proc import run_process
 from profsvc.sandbox import Sandbox
+from profsvc.worker.faults import fault_kind, signal_name
 from profsvc_client.models import BuiltUnit, CompileResult, Diagnostic, Severity
 
 HARNESS_MODULE = "profsvc.worker.harness"
@@ -41,13 +42,17 @@ class HarnessStatus:
             data = json.loads(path.read_text())
             return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
         if timed_out:
-            return cls(ok=False, stage="running", kind="timeout", message="the job ran past its time limit")
+            return cls(
+                ok=False, stage="running", kind="timeout", message="the job ran past its time limit and was killed"
+            )
+        tail = "\n".join(output.strip().splitlines()[-20:])
+        died = signal_name(returncode)
         return cls(
             ok=False,
             stage="running",
-            kind="crash",
-            message=f"the worker process died (exit status {returncode})",
-            detail="\n".join(output.strip().splitlines()[-20:]),
+            kind=fault_kind(tail) or ("crash" if died else "worker_exit"),
+            message=f"the worker process died ({died or f'exit status {returncode}'})",
+            detail=tail,
         )
 
 

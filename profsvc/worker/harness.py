@@ -20,6 +20,7 @@ from typing import Any
 
 from profsvc.worker.benchmark import run_benchmark
 from profsvc.worker.correctness import run_correctness
+from profsvc.worker.faults import fault_kind
 from profsvc.worker.inline_cache import InlineRecorder, install
 from profsvc.worker.problem import ProblemError, load_problem
 from profsvc.worker.shapes import JITTER
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         if BUILD_ERROR_PREFIX in text:
             status.update(stage="compiling", kind="compile_error", message=text.splitlines()[0], build_log=text)
         else:
-            kind = "import_error" if status["stage"] == "compiling" else "runtime_error"
+            kind = fault_kind(text) or ("import_error" if status["stage"] == "compiling" else "runtime_error")
             status.update(kind=kind, message=_located(error, user_files), detail=_user_frames(error, user_files))
     status["builds"] = recorder.as_dicts()
     Path(args.status).write_text(json.dumps(status))

@@ -111,7 +111,7 @@ def test_runtime_error_in_candidate_is_a_result_with_its_line(gpu_client):
 
 
 def test_cli_profile_embedded_and_out_dir(tmp_path):
-    done = run_cli("profile", FIXTURES / "seed47.py", "--out", tmp_path, env={"PROFSVC_STATE_DIR": str(tmp_path / "s")})
+    done = run_cli("profile", FIXTURES / "seed47.py", "--out", tmp_path)
     assert done.returncode == 0, done.stderr
     assert "vga_linear_kernel" in done.stdout
     assert (tmp_path / "report.ncu-rep").is_file() and (tmp_path / "result.json").is_file()
