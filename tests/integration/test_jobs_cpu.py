@@ -9,11 +9,13 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from profsvc.config import Limits, ServerConfig
 from profsvc.server.app import EmbeddedServer
+from profsvc_client import errors
 from profsvc_client.client import ProfilerClient
 from profsvc_client.models import KernelSource, Severity, SourceFile
 
@@ -127,3 +129,42 @@ def test_jobs_cannot_reach_the_network(cpu_client, tmp_path):
         pytest.fail("the job reached a socket outside its network namespace")
     assert not accepted
     assert "OSError" in result.diagnostics[0].message or "Error" in result.diagnostics[0].message
+
+
+@pytest.fixture(scope="module")
+def single_slot(tmp_path_factory):
+    yield from _client(tmp_path_factory.mktemp("one-slot"), Limits(queue_size=1, compile_timeout_s=SHORT_TIMEOUT_S))
+
+
+def _harness_processes(marker: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if marker in command:
+                found.append(command)
+    return found
+
+
+def test_a_full_queue_answers_resource_exhausted(single_slot):
+    busy = threading.Thread(
+        target=single_slot.compile, args=(_source("queue_spin.py", "while True:\n    pass\n" + PROBLEM),)
+    )
+    busy.start()
+    time.sleep(2.0)
+    with pytest.raises(errors.ResourceExhausted) as caught:
+        single_slot.compile(_source("second.py", PROBLEM))
+    assert caught.value.reason == errors.Reason.QUEUE_FULL
+    busy.join()
+
+
+def test_a_client_past_its_deadline_has_its_job_killed(cpu_client):
+    with ProfilerClient(cpu_client.target, timeout=5) as impatient, pytest.raises(errors.DeadlineExceeded):
+        impatient.compile(_source("deadline_spin.py", "while True:\n    pass\n" + PROBLEM))
+    deadline = time.monotonic() + 10
+    while _harness_processes("deadline_spin.py") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _harness_processes("deadline_spin.py")
