@@ -76,6 +76,7 @@ class ServerConfig(BaseModel):
     cuda_arch: str | None = Field(default=None, description="nvcc -arch for .cu programs; default from the GPU")
     compile_workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), gt=0)
     keep_jobs: int = Field(default=200, gt=0, description="finished job workspaces (and artifacts) kept")
+    metrics_port: int | None = Field(default=None, ge=0, le=65535, description="Prometheus /metrics port")
     limits: Limits = Field(default_factory=Limits)
 
     @model_validator(mode="after")

@@ -33,6 +33,7 @@ from profsvc.report.text import render_text
 from profsvc.sandbox import NO_NETWORK_ISOLATION, Sandbox
 from profsvc.scheduler.artifacts import Workspaces
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
+from profsvc.telemetry import Telemetry
 from profsvc_client.errors import InvalidRequest, PreconditionFailed, Reason, ResourceExhausted
 from profsvc_client.models import (
     CompileResult,
@@ -71,10 +72,11 @@ class _Job:
 class Scheduler:
     """Runs compile, profile and analyze jobs."""
 
-    def __init__(self, config: ServerConfig, host: HostInfo, sandbox: Sandbox) -> None:
+    def __init__(self, config: ServerConfig, host: HostInfo, sandbox: Sandbox, telemetry: Telemetry) -> None:
         self.config = config
         self.host = host
         self.sandbox = sandbox
+        self.telemetry = telemetry
         self.cache = BuildCache(config.cache_dir)
         self.workspaces = Workspaces(config.jobs_dir, keep=config.keep_jobs)
         self._compile_slots = asyncio.Semaphore(config.compile_workers)
@@ -87,12 +89,18 @@ class Scheduler:
     # ------------------------------------------------------------ admission
 
     @contextlib.asynccontextmanager
+    async def _timed(self, stage: str) -> AsyncIterator[None]:
+        with self.telemetry.stage(stage):
+            yield
+
+    @contextlib.asynccontextmanager
     async def _admit(self, progress: ProgressSink | None) -> AsyncIterator[_Job]:
         if self._admitted >= self.config.limits.queue_size:
             raise ResourceExhausted(
                 f"the server's queue is full ({self.config.limits.queue_size} jobs); try again later", Reason.QUEUE_FULL
             )
         self._admitted += 1
+        self.telemetry.queue_depth.set(self._admitted)
         try:
             job_id, workspace = self.workspaces.create()
             job = _Job(job_id, workspace, progress)
@@ -100,6 +108,7 @@ class Scheduler:
             yield job
         finally:
             self._admitted -= 1
+            self.telemetry.queue_depth.set(self._admitted)
             self.workspaces.prune()
 
     @contextlib.asynccontextmanager
@@ -108,12 +117,15 @@ class Scheduler:
         try:
             if self._free_gpus.empty():
                 job.report(Stage.QUEUED, "waiting for a GPU", queue_position=self._waiting_for_gpu)
-            gpu = await self._free_gpus.get()
+            with self.telemetry.stage("gpu_wait"):
+                gpu = await self._free_gpus.get()
         finally:
             self._waiting_for_gpu -= 1
+        held = time.monotonic()
         try:
             yield gpu
         finally:
+            self.telemetry.gpu_busy.labels(gpu=str(gpu)).inc(time.monotonic() - held)
             self._free_gpus.put_nowait(gpu)
 
     # ------------------------------------------------------------ preconditions
@@ -149,7 +161,7 @@ class Scheduler:
         """Build in the workspace: (result, main file or binary, reference file, harness status)."""
         main, reference = source.write(job.workspace)
         job.report(Stage.COMPILING, f"building {source.main_name}")
-        async with self._compile_slots:
+        async with self._compile_slots, self._timed("compile"):
             if source.kind == SourceKind.CUDA_PROGRAM:
                 self.require_nvcc()
                 build = await build_cuda_program(
@@ -200,13 +212,14 @@ class Scheduler:
             secret = json.dumps({"seed": secrets.randbits(62)}).encode() + b"\n"
             async with self._gpu(job) as gpu:
                 job.report(Stage.RUNNING, f"running {mode} on GPU {gpu}")
-                process = await run_process(
-                    self.sandbox.wrap(argv),
-                    cwd=job.workspace,
-                    env=self._env(job, gpu),
-                    timeout=self.config.limits.job_timeout_s,
-                    stdin_data=secret,
-                )
+                with self.telemetry.stage(mode):
+                    process = await run_process(
+                        self.sandbox.wrap(argv),
+                        cwd=job.workspace,
+                        env=self._env(job, gpu),
+                        timeout=self.config.limits.job_timeout_s,
+                        stdin_data=secret,
+                    )
             status = HarnessStatus.read(
                 status_path, returncode=process.returncode, timed_out=process.timed_out, output=process.stderr
             )
@@ -265,16 +278,17 @@ class Scheduler:
                     job.report(Stage.PROFILING, message, kernel_index=event.kernel_index, passes=event.passes)
 
                 assert self.host.ncu is not None
-                outcome = await run_ncu(
-                    self.host.ncu.path,
-                    options,
-                    argv,
-                    env=self._env(job, gpu),
-                    cwd=job.workspace,
-                    timeout=self.config.limits.job_timeout_s,
-                    on_progress=on_ncu,
-                    prefix=self.sandbox.network_prefix,
-                )
+                with self.telemetry.stage("profile"):
+                    outcome = await run_ncu(
+                        self.host.ncu.path,
+                        options,
+                        argv,
+                        env=self._env(job, gpu),
+                        cwd=job.workspace,
+                        timeout=self.config.limits.job_timeout_s,
+                        on_progress=on_ncu,
+                        prefix=self.sandbox.network_prefix,
+                    )
             result.ncu = NcuRun(
                 version=self.host.ncu.version,
                 command=shlex.join(outcome.command),
@@ -326,7 +340,7 @@ class Scheduler:
     async def _analyze_file(self, job: _Job, report: Path, kernel_filter: KernelFilter) -> ReportAnalysis:
         argv = [self.config.python, "-m", ANALYZE_MODULE, str(report), "--filter", kernel_filter.model_dump_json()]
         env = job_environment(job.workspace, gpu_index=None)
-        async with self._compile_slots:
+        async with self._compile_slots, self._timed("parse"):
             process = await run_process(
                 self.sandbox.wrap_cpu(argv), cwd=job.workspace, env=env, timeout=ANALYZE_TIMEOUT_S
             )

@@ -16,7 +16,9 @@ from profsvc.host import discover
 from profsvc.sandbox import NO_NETWORK_ISOLATION, probe_sandbox
 from profsvc.scheduler.scheduler import Scheduler
 from profsvc.server.auth import TokenInterceptor
+from profsvc.server.interceptors import RequestInterceptor
 from profsvc.server.servicer import ProfilerServicer
+from profsvc.telemetry import JsonFormatter, Telemetry
 from profsvc_client._proto import profiler_pb2 as pb
 from profsvc_client._proto import profiler_pb2_grpc as pb_grpc
 from profsvc_client.client import CHANNEL_OPTIONS
@@ -40,9 +42,12 @@ async def start_server(config: ServerConfig) -> RunningServer:
     sandbox = await probe_sandbox(config.limits.cpu_job_memory_bytes)
     if not sandbox.isolates_network:
         log.warning(NO_NETWORK_ISOLATION)
-    scheduler = Scheduler(config, host, sandbox)
+    telemetry = Telemetry()
+    scheduler = Scheduler(config, host, sandbox, telemetry)
     token = config.security.token
-    interceptors = [TokenInterceptor(token.get_secret_value())] if token is not None else []
+    interceptors: list[grpc.aio.ServerInterceptor] = [RequestInterceptor(telemetry)]
+    if token is not None:
+        interceptors.append(TokenInterceptor(token.get_secret_value()))
     server = grpc.aio.server(options=CHANNEL_OPTIONS, interceptors=interceptors)
     pb_grpc.add_ProfilerServicer_to_server(ProfilerServicer(config, scheduler), server)
     health_servicer = health.aio.HealthServicer()
@@ -59,6 +64,8 @@ async def start_server(config: ServerConfig) -> RunningServer:
     if port == 0:
         raise OSError(f"cannot listen on {config.host}:{config.port}")
     await server.start()
+    if config.metrics_port is not None:
+        telemetry.serve_http(config.host, config.metrics_port)
     for name in ("", SERVICE_NAME):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     if host.unavailable_reason:
@@ -99,7 +106,7 @@ class EmbeddedServer:
         """Start serving; return the target to connect to. The server's log goes to STATE_DIR/server.log."""
         self._config.state_dir.mkdir(parents=True, exist_ok=True)
         handler = logging.FileHandler(self._config.state_dir / "server.log")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        handler.setFormatter(JsonFormatter())
         logger = logging.getLogger("profsvc")
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hmac
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -29,6 +29,12 @@ def _deny(handler: grpc.RpcMethodHandler, message: str) -> grpc.RpcMethodHandler
     async def abort(request: Any, context: grpc.aio.ServicerContext) -> None:
         await context.abort_with_status(status)
 
+    async def abort_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        await context.abort_with_status(status)
+        # A streaming handler must be an async generator, even one that never yields.
+        for never in ():
+            yield never
+
     make = {
         (False, False): grpc.unary_unary_rpc_method_handler,
         (False, True): grpc.unary_stream_rpc_method_handler,
@@ -36,7 +42,9 @@ def _deny(handler: grpc.RpcMethodHandler, message: str) -> grpc.RpcMethodHandler
         (True, True): grpc.stream_stream_rpc_method_handler,
     }[(handler.request_streaming, handler.response_streaming)]
     return make(
-        abort, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
+        abort_stream if handler.response_streaming else abort,
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
     )
 
 

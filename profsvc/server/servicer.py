@@ -18,6 +18,7 @@ from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
 from profsvc.scheduler.scheduler import Scheduler
 from profsvc.server.status import new_request_id, status_for_exception
 from profsvc.server.validation import validate_count, validate_filter, validate_metric_set, validate_source
+from profsvc.telemetry import REQUEST_ID
 from profsvc_client._proto import profiler_pb2 as pb
 from profsvc_client._proto import profiler_pb2_grpc as pb_grpc
 from profsvc_client.convert import to_model, to_proto
@@ -45,7 +46,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         self.scheduler = scheduler
 
     async def _guard(self, context: grpc.aio.ServicerContext, method: str, call: Callable[[], Awaitable[T]]) -> T:
-        request_id = new_request_id()
+        request_id = REQUEST_ID.get() or new_request_id()
         try:
             return await call()
         except asyncio.CancelledError:
@@ -112,7 +113,9 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
                     yield result_message(event)
                     return
                 else:
-                    await context.abort_with_status(status_for_exception(event, new_request_id(), method))
+                    await context.abort_with_status(
+                        status_for_exception(event, REQUEST_ID.get() or new_request_id(), method)
+                    )
         finally:
             # A client that cancels or passes its deadline lands here: its job is killed.
             task.cancel()

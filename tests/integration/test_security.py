@@ -103,3 +103,25 @@ def test_non_loopback_without_token_is_refused():
     refused = run_cli("serve", "--host", "0.0.0.0", "--port", "0")
     assert refused.returncode == 2
     assert refused.stderr.count("\n") == 1 and "--insecure" in refused.stderr
+
+
+def test_metrics_endpoint_counts_requests_by_rpc_and_status(tmp_path):
+    import urllib.request
+
+    from tests.conftest import free_port
+
+    port = free_port()
+    embedded = EmbeddedServer(ServerConfig(state_dir=tmp_path, metrics_port=port))
+    target = embedded.start()
+    try:
+        with ProfilerClient(target) as client:
+            client.capabilities()
+            with pytest.raises(errors.InvalidRequest):
+                client.analyze(b"garbage")
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    finally:
+        embedded.stop()
+    assert 'profsvc_requests_total{code="OK",rpc="GetCapabilities"} 1.0' in text
+    assert 'profsvc_requests_total{code="INVALID_ARGUMENT",rpc="Analyze"} 1.0' in text
+    assert "profsvc_queue_depth 0.0" in text
+    assert 'profsvc_job_stage_seconds_count{stage="parse"} 1.0' in text

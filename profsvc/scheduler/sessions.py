@@ -1,0 +1,93 @@
+"""Sessions: each session's previous ProfileResult, so a new result can carry a delta against it.
+
+Held in memory only, bounded three ways: at most `max_sessions` sessions (the least
+recently used goes first), at most `max_bytes` of results (each result's size is
+estimated as the length of its JSON), and no result older than `ttl_seconds`.
+Thread-safe: the scheduler's lanes finish jobs concurrently.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from profsvc_client.models import ProfileResult
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class _Entry:
+    result: ProfileResult
+    size: int
+    stored_at: float
+
+
+class SessionStore:
+    """The previous result of each session, LRU-evicted under a count and a byte budget, expiring after a TTL."""
+
+    def __init__(
+        self,
+        max_sessions: int = 256,
+        max_bytes: int = 256 * 1024 * 1024,
+        ttl_seconds: float = 3600.0,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        if max_sessions < 1 or max_bytes < 1 or ttl_seconds <= 0:
+            raise ValueError("max_sessions, max_bytes and ttl_seconds must be positive")
+        self.max_sessions = max_sessions
+        self.max_bytes = max_bytes
+        self.ttl_seconds = ttl_seconds
+        self._clock = clock
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def swap(self, session_id: str, result: ProfileResult) -> ProfileResult | None:
+        """Store `result` as the session's latest and return the one it replaces (None if none or expired).
+
+        A result larger than the whole byte budget is not kept; the previous one is still returned.
+        """
+        size = len(result.model_dump_json())
+        with self._lock:
+            now = self._clock()
+            self._expire(now)
+            previous = self._pop(session_id)
+            if size <= self.max_bytes:
+                self._entries[session_id] = _Entry(result, size, now)
+                self._bytes += size
+                self._evict()
+        return previous.result if previous else None
+
+    def __len__(self) -> int:
+        with self._lock:
+            self._expire(self._clock())
+            return len(self._entries)
+
+    @property
+    def bytes_used(self) -> int:
+        """Estimated bytes of the results held."""
+        with self._lock:
+            self._expire(self._clock())
+            return self._bytes
+
+    def _pop(self, session_id: str) -> _Entry | None:
+        entry = self._entries.pop(session_id, None)
+        if entry is not None:
+            self._bytes -= entry.size
+        return entry
+
+    def _expire(self, now: float) -> None:
+        # Entries are in least-recently-stored order, so the expired ones are at the front.
+        while self._entries:
+            session_id, entry = next(iter(self._entries.items()))
+            if now - entry.stored_at < self.ttl_seconds:
+                break
+            self._pop(session_id)
+
+    def _evict(self) -> None:
+        while len(self._entries) > self.max_sessions or self._bytes > self.max_bytes:
+            self._pop(next(iter(self._entries)))

@@ -1,0 +1,70 @@
+"""Operations: Prometheus metrics and structured (JSON) logs that carry the request id.
+
+One `Telemetry` per server instance, with its own registry, so several servers
+in one process (tests, the embedded CLI) never collide.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+# The id of the RPC being served, for log lines and error details.
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
+STAGE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
+
+
+class Telemetry:
+    """The server's metrics."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "profsvc_requests", "RPCs answered, by method and gRPC status code", ["rpc", "code"], registry=self.registry
+        )
+        self.queue_depth = Gauge("profsvc_queue_depth", "Jobs admitted and not finished", registry=self.registry)
+        self.stage_seconds = Histogram(
+            "profsvc_job_stage_seconds",
+            "Wall time of job stages",
+            ["stage"],
+            buckets=STAGE_BUCKETS,
+            registry=self.registry,
+        )
+        self.gpu_busy = Counter(
+            "profsvc_gpu_busy_seconds", "Seconds a GPU lane was held by a job", ["gpu"], registry=self.registry
+        )
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time one job stage."""
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.stage_seconds.labels(stage=name).observe(time.monotonic() - start)
+
+    def serve_http(self, host: str, port: int) -> None:
+        """Expose /metrics for Prometheus on host:port."""
+        start_http_server(port, addr=host, registry=self.registry)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per log line, with the request id of the RPC that logged it."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "level": record.levelname,
+            "logger": record.name,
+            "request_id": REQUEST_ID.get(),
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
