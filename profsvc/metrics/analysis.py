@@ -1,17 +1,21 @@
-"""Read a whole .ncu-rep into kernel results (device, kernels, warnings)."""
+"""Read a whole .ncu-rep into kernel results (device, kernels, totals, warnings)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from profsvc.metrics.catalog import Catalog, load_catalog
 from profsvc.metrics.extract import device_info, kernel_result
+from profsvc.metrics.hotspots import lacks_line_info
 from profsvc.metrics.reader import load_reader
-from profsvc_client.models import DeviceInfo, KernelFilter, KernelResult
+from profsvc.metrics.roofline import load_roofline_params
+from profsvc_client.models import Aggregate, DeviceInfo, KernelFilter, KernelResult, KernelShare
 
 
 class ReportAnalysis(BaseModel):
@@ -19,7 +23,33 @@ class ReportAnalysis(BaseModel):
 
     device: DeviceInfo = Field(default_factory=DeviceInfo)
     kernels: list[KernelResult] = Field(default_factory=list)
+    aggregate: Aggregate = Field(default_factory=Aggregate)
     warnings: list[str] = Field(default_factory=list)
+
+
+def aggregate_kernels(kernels: Sequence[KernelResult]) -> Aggregate:
+    """Totals over the launches: count, summed `duration`, and each kernel name's share of it.
+
+    A launch without a duration counts as a launch but adds no time. Names are
+    ordered by summed duration, largest first; shares are 0 when no launch has a duration.
+    """
+    durations: dict[str, float] = {}
+    launches: dict[str, int] = {}
+    for kernel in kernels:
+        durations[kernel.name] = durations.get(kernel.name, 0.0) + (kernel.value("duration") or 0.0)
+        launches[kernel.name] = launches.get(kernel.name, 0) + 1
+    total = sum(durations.values())
+    shares = [
+        KernelShare(
+            name=name,
+            launches=launches[name],
+            duration_ns=duration,
+            share_pct=100.0 * duration / total if total > 0 else 0.0,
+        )
+        for name, duration in durations.items()
+    ]
+    shares.sort(key=lambda share: share.duration_ns, reverse=True)
+    return Aggregate(launches=len(kernels), total_duration_ns=total, kernels=shares)
 
 
 class ReportUnreadable(ValueError):
@@ -28,6 +58,35 @@ class ReportUnreadable(ValueError):
 
 # Every .ncu-rep starts with these bytes; ncu_report reads other files as empty reports.
 REPORT_MAGIC = b"NVR\x00"
+
+
+def _load(reader: ModuleType, path: str | Path) -> Any:
+    """The report's IContext; ReportUnreadable for anything ncu_report cannot read."""
+    with Path(path).open("rb") as handle:
+        if handle.read(len(REPORT_MAGIC)) != REPORT_MAGIC:
+            raise ReportUnreadable(f"{Path(path).name} is not an Nsight Compute report (.ncu-rep)")
+    try:
+        context = reader.load_report(str(path))
+    except Exception as error:  # ncu_report raises bare exceptions for unreadable files
+        raise ReportUnreadable(f"{Path(path).name} is not a readable Nsight Compute report ({error})") from None
+    if context is None:
+        raise ReportUnreadable(f"{Path(path).name} is not a readable Nsight Compute report")
+    return context
+
+
+def _selected_actions(context: Any, kernel_filter: KernelFilter) -> Iterator[Any]:
+    """The report's actions (IAction) that pass the filter, in launch order."""
+    name_pattern = re.compile(kernel_filter.name_regex) if kernel_filter.name_regex else None
+    for range_index in range(context.num_ranges()):
+        profiled_range = context.range_by_idx(range_index)
+        if kernel_filter.nvtx_include:
+            indices = list(profiled_range.actions_by_nvtx(list(kernel_filter.nvtx_include), []))
+        else:
+            indices = list(range(profiled_range.num_actions()))
+        for action_index in indices:
+            action = profiled_range.action_by_idx(action_index)
+            if not name_pattern or name_pattern.search(action.name()):
+                yield action
 
 
 def analyze_report(
@@ -40,32 +99,25 @@ def analyze_report(
     """Every profiled launch in the report that passes the filter, in launch order."""
     reader = reader or load_reader()
     catalog = catalog or load_catalog()
-    kernel_filter = kernel_filter or KernelFilter()
-    name_pattern = re.compile(kernel_filter.name_regex) if kernel_filter.name_regex else None
-    with Path(path).open("rb") as handle:
-        if handle.read(len(REPORT_MAGIC)) != REPORT_MAGIC:
-            raise ReportUnreadable(f"{Path(path).name} is not an Nsight Compute report (.ncu-rep)")
-    try:
-        context = reader.load_report(str(path))
-    except Exception as error:  # ncu_report raises bare exceptions for unreadable files
-        raise ReportUnreadable(f"{Path(path).name} is not a readable Nsight Compute report ({error})") from None
-    if context is None:
-        raise ReportUnreadable(f"{Path(path).name} is not a readable Nsight Compute report")
+    context = _load(reader, path)
     analysis = ReportAnalysis()
     demangled = reader.IAction.NameBase_DEMANGLED
-    for range_index in range(context.num_ranges()):
-        profiled_range = context.range_by_idx(range_index)
-        if kernel_filter.nvtx_include:
-            indices = list(profiled_range.actions_by_nvtx(list(kernel_filter.nvtx_include), []))
-        else:
-            indices = list(range(profiled_range.num_actions()))
-        for action_index in indices:
-            action = profiled_range.action_by_idx(action_index)
-            if name_pattern and not name_pattern.search(action.name()):
-                continue
-            if not analysis.kernels:
-                analysis.device = device_info(action)
-            analysis.kernels.append(kernel_result(action, catalog, len(analysis.kernels), demangled))
+    roofline_params = load_roofline_params()
+    without_line_info: list[str] = []
+    for action in _selected_actions(context, kernel_filter or KernelFilter()):
+        if not analysis.kernels:
+            analysis.device = device_info(action)
+        kernel = kernel_result(action, catalog, len(analysis.kernels), demangled, roofline_params)
+        analysis.kernels.append(kernel)
+        if not kernel.hotspots and lacks_line_info(action):
+            without_line_info.append(kernel.name)
     if not analysis.kernels:
         analysis.warnings.append("the report holds no kernel launch that matches the filter")
+    if without_line_info:
+        names = ", ".join(dict.fromkeys(without_line_info))
+        analysis.warnings.append(
+            f"no source-line hotspots for {names}: the build lacked -lineinfo, so ncu could not map its PC samples"
+            " to CUDA source lines (compile with nvcc -lineinfo)"
+        )
+    analysis.aggregate = aggregate_kernels(analysis.kernels)
     return analysis

@@ -4,6 +4,12 @@ Every figure profsvc reports is one entry: where its value comes from (ncu
 metric names with fallbacks, or a formula over named inputs), its unit, which
 direction is better, and what it means. The extractor, the text report and the
 delta view all read this one table.
+
+Two kinds of entry:
+- `[[figure]]` (`Figure`): a scalar ncu metric, or a formula over scalar ones;
+- `[[breakdown]]` (`Breakdown`): the sum of selected instances of an instanced
+  metric, for quantities ncu stores only per instance (tensor instructions per
+  SASS opcode).
 """
 
 from __future__ import annotations
@@ -33,8 +39,8 @@ class CatalogError(ValueError):
     """The catalog file is malformed; the message names the entry."""
 
 
-class Figure(BaseModel):
-    """One catalog entry."""
+class _Entry(BaseModel):
+    """What every catalog entry declares besides its source."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -44,9 +50,6 @@ class Figure(BaseModel):
     better: Better
     group: str
     meaning: str
-    metric: tuple[str, ...] = ()
-    formula: str | None = None
-    inputs: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     docs: str = ""
 
     @field_validator("name")
@@ -55,6 +58,14 @@ class Figure(BaseModel):
         if not _NAME.match(value):
             raise ValueError(f"figure name {value!r} must be snake_case")
         return value
+
+
+class Figure(_Entry):
+    """One scalar catalog entry: an ncu metric, or a formula over ncu metrics."""
+
+    metric: tuple[str, ...] = ()
+    formula: str | None = None
+    inputs: dict[str, tuple[str, ...]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _one_source(self) -> Figure:
@@ -78,47 +89,75 @@ class Figure(BaseModel):
         return tuple(name for names in self.inputs.values() for name in names)
 
 
+class Breakdown(_Entry):
+    """One catalog entry summed from named instances of an instanced ncu metric.
+
+    `metric` lists the instanced metric's names (first present wins);
+    `instances` the correlation ids (e.g. SASS opcodes) whose values are added.
+    An instance the metric lacks counts 0, since ncu lists only what occurred.
+    """
+
+    metric: tuple[str, ...] = Field(min_length=1)
+    instances: frozenset[str] = Field(min_length=1)
+
+
 class Catalog(BaseModel):
-    """All figures, in the catalog file's order."""
+    """All entries, in the catalog file's order: scalar figures, then breakdowns."""
 
     model_config = ConfigDict(frozen=True)
 
     figures: tuple[Figure, ...]
+    breakdowns: tuple[Breakdown, ...] = ()
 
     @cached_property
     def by_name(self) -> dict[str, Figure]:
-        """Figures keyed by name."""
+        """Scalar figures keyed by name."""
         return {f.name: f for f in self.figures}
 
-    def __getitem__(self, name: str) -> Figure:
-        return self.by_name[name]
+    @cached_property
+    def entries(self) -> dict[str, Figure | Breakdown]:
+        """Every entry, scalar figures and breakdowns, keyed by name in catalog order."""
+        return {**self.by_name, **{b.name: b for b in self.breakdowns}}
+
+    def __getitem__(self, name: str) -> Figure | Breakdown:
+        return self.entries[name]
 
     def __contains__(self, name: object) -> bool:
-        return name in self.by_name
+        return name in self.entries
 
     def metric_names(self) -> list[str]:
-        """Every ncu metric any figure may read, without duplicates, in catalog order."""
-        return list(dict.fromkeys(n for f in self.figures for n in f.metric_names()))
+        """Every ncu metric any entry may read, without duplicates, in catalog order."""
+        names = [n for f in self.figures for n in f.metric_names()]
+        names.extend(n for b in self.breakdowns for n in b.metric)
+        return list(dict.fromkeys(names))
+
+
+def _entries(data: dict[str, Any], key: str, model: type[_Entry], seen: set[str]) -> list[Any]:
+    entries = data.get(key, [])
+    if not isinstance(entries, list):
+        raise CatalogError(f"catalog [[{key}]] must be an array of tables")
+    parsed: list[Any] = []
+    for index, entry in enumerate(entries):
+        label = entry.get("name", f"#{index + 1}") if isinstance(entry, dict) else f"#{index + 1}"
+        try:
+            item = model.model_validate(entry)
+        except (ValueError, ExpressionError) as error:
+            raise CatalogError(f"catalog {key} {label!r}: {error}") from None
+        if item.name in seen:
+            raise CatalogError(f"catalog {key} {item.name!r} is defined twice")
+        seen.add(item.name)
+        parsed.append(item)
+    return parsed
 
 
 def parse_catalog(data: dict[str, Any]) -> Catalog:
     """Validate parsed TOML into a Catalog; raise CatalogError naming the bad entry."""
-    entries = data.get("figure")
-    if not isinstance(entries, list) or not entries:
+    if not isinstance(data.get("figure"), list) or not data["figure"]:
         raise CatalogError("the catalog has no [[figure]] entries")
-    figures: list[Figure] = []
     seen: set[str] = set()
-    for index, entry in enumerate(entries):
-        label = entry.get("name", f"#{index + 1}") if isinstance(entry, dict) else f"#{index + 1}"
-        try:
-            figure = Figure.model_validate(entry)
-        except (ValueError, ExpressionError) as error:
-            raise CatalogError(f"catalog figure {label!r}: {error}") from None
-        if figure.name in seen:
-            raise CatalogError(f"catalog figure {figure.name!r} is defined twice")
-        seen.add(figure.name)
-        figures.append(figure)
-    return Catalog(figures=tuple(figures))
+    figures = _entries(data, "figure", Figure, seen)
+    breakdowns = _entries(data, "breakdown", Breakdown, seen)
+    return Catalog(figures=tuple(figures), breakdowns=tuple(breakdowns))
 
 
 @lru_cache(maxsize=1)

@@ -1,10 +1,14 @@
 """A small, safe expression language for the catalog's formulas and the rule table.
 
-Expressions are Python syntax restricted to numbers, names, + - * /, unary -,
-comparisons, and/or/not, and the functions min, max and abs. They are parsed
-once (`compile_expr`) and evaluated many times against a mapping of values.
-A missing input (None) makes the whole value None, and so does a division by
-zero: a figure that cannot be computed is absent, never 0.
+Expressions are Python syntax restricted to numbers, names, + - * /, floor
+division // and modulo % (with Python's float semantics: `x // 1` is floor(x),
+`-(-x // 1)` is ceil(x), `x % 1` the fractional part of x >= 0), unary -,
+comparisons, and/or/not, and the functions min, max and abs. Each construct
+means what it means in Python, so a test can check a formula with Python's own
+`eval`. Expressions are parsed once (`compile_expr`) and evaluated many times
+against a mapping of values.
+A missing input (None) makes the whole value None, and so does a division (or
+modulo) by zero: a figure that cannot be computed is absent, never 0.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ _BINARY: dict[type[ast.operator], Callable[[float, float], float]] = {
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
     ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
 }
 _COMPARE: dict[type[ast.cmpop], Callable[[float, float], bool]] = {
     ast.Lt: operator.lt,

@@ -1,16 +1,22 @@
 """Turn the actions of an ncu report into typed kernel results.
 
 Every figure is read from ncu_report: a catalog figure either is one ncu
-metric's value, unchanged, or a catalog formula over ncu values. Nothing is
-estimated here. `action` and `context` are ncu_report's IAction and IContext.
+metric's value, unchanged, or a catalog formula over ncu values, and a
+breakdown the sum of named instances of one instanced metric. The roofline
+placement and the occupancy limiter are derived from those figures, the
+hotspots from the per-PC metrics. Nothing is estimated here. `action` and
+`context` are ncu_report's IAction and IContext.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
-from profsvc.metrics.catalog import Catalog, Figure
+from profsvc.metrics.catalog import Breakdown, Catalog, Figure
+from profsvc.metrics.hotspots import source_hotspots
+from profsvc.metrics.roofline import RooflineParams, load_roofline_params, roofline
 from profsvc_client.models import DeviceInfo, Dim3, FigureValue, KernelResult, NcuRuleResult, StallReason
 
 _STALL_METRIC = re.compile(r"^smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio$")
@@ -21,6 +27,16 @@ _SPEEDUP_TYPES = {1: "local", 2: "global"}
 # ncu renders links and section references as @kind:target:text@ or @kind:text@.
 _NCU_MARKUP = re.compile(r"@(?:url|section):(?:[^@]*?:)?([^@:]+)@")
 _NCU_URL = re.compile(r"@url:([^:@]+):(https?://[^@]+)@")
+# Occupancy limiter -> its catalog figure. On a tie the first listed wins: the
+# block-shape limits (warps, blocks) first, because while one of them binds no
+# saving of registers or shared memory can raise the occupancy.
+OCCUPANCY_LIMITERS = (
+    ("warps", "occupancy_limit_warps"),
+    ("blocks", "occupancy_limit_blocks"),
+    ("registers", "occupancy_limit_registers"),
+    ("shared_memory", "occupancy_limit_shared_mem"),
+    ("barriers", "occupancy_limit_barriers"),
+)
 
 
 def numeric(action: Any, name: str) -> float | None:
@@ -52,9 +68,36 @@ def figure_value(action: Any, figure: Figure) -> float | None:
     return None if value is None else float(value)
 
 
+def breakdown_value(action: Any, breakdown: Breakdown) -> float | None:
+    """The sum of a breakdown's instances (None when ncu did not collect the metric)."""
+    for name in breakdown.metric:
+        metric = action.metric_by_name(name)
+        if metric is None:
+            continue
+        ids = metric.correlation_ids()
+        if ids is None:
+            return None
+        return float(
+            sum(metric.value(i) for i in range(metric.num_instances()) if str(ids.value(i)) in breakdown.instances)
+        )
+    return None
+
+
 def figures(action: Any, catalog: Catalog) -> dict[str, FigureValue]:
-    """Every catalog figure for an action, with its unit."""
-    return {f.name: FigureValue(value=figure_value(action, f), unit=f.unit) for f in catalog.figures}
+    """Every catalog entry for an action (scalar figures, then breakdowns), with its unit."""
+    values = {f.name: FigureValue(value=figure_value(action, f), unit=f.unit) for f in catalog.figures}
+    values.update({b.name: FigureValue(value=breakdown_value(action, b), unit=b.unit) for b in catalog.breakdowns})
+    return values
+
+
+def occupancy_limiter(values: Mapping[str, FigureValue]) -> str:
+    """The resource that allows the fewest blocks per SM ("" when ncu reported no limits)."""
+    limits = [(values[figure].value, limiter) for limiter, figure in OCCUPANCY_LIMITERS if figure in values]
+    known = [(value, limiter) for value, limiter in limits if value is not None]
+    if not known:
+        return ""
+    # min() keeps the first of equal values, so OCCUPANCY_LIMITERS' order breaks ties.
+    return min(known, key=lambda pair: pair[0])[1]
 
 
 def stall_reasons(action: Any) -> list[StallReason]:
@@ -123,18 +166,28 @@ def nvtx_range(action: Any) -> str:
     return ""
 
 
-def kernel_result(action: Any, catalog: Catalog, launch_index: int, demangled_base: int) -> KernelResult:
+def kernel_result(
+    action: Any,
+    catalog: Catalog,
+    launch_index: int,
+    demangled_base: int,
+    roofline_params: RooflineParams | None = None,
+) -> KernelResult:
     """Everything profsvc reports for one profiled launch."""
+    values = figures(action, catalog)
     return KernelResult(
         name=action.name(),
         demangled_name=action.name(demangled_base),
         grid=_dim3(action, "launch__grid_dim"),
         block=_dim3(action, "launch__block_dim"),
-        figures=figures(action, catalog),
+        figures=values,
         stalls=stall_reasons(action),
         ncu_rules=ncu_rules(action),
         nvtx_range=nvtx_range(action),
         launch_index=launch_index,
+        roofline=roofline({name: v.value for name, v in values.items()}, roofline_params or load_roofline_params()),
+        hotspots=source_hotspots(action),
+        occupancy_limiter=occupancy_limiter(values),
     )
 
 

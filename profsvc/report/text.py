@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from profsvc.metrics.analysis import aggregate_kernels
 from profsvc.metrics.catalog import Catalog, load_catalog
-from profsvc.report.units import format_value
-from profsvc_client.models import KernelResult, ProfileResult
+from profsvc.report.units import format_number, format_value
+from profsvc_client.models import Aggregate, KernelResult, ProfileResult, Roofline
 
-# Report sections: (title, catalog group).
+# Report sections that list every figure of a catalog group: (title, catalog group).
 SECTIONS = (
     ("Timing", "timing"),
     ("Speed of light", "speed_of_light"),
@@ -14,13 +15,139 @@ SECTIONS = (
     ("Occupancy and scheduling", "occupancy"),
     ("Launch", "launch"),
 )
+# One-line summaries of the other groups, the figures worth reading first:
+# (line title, ((short label, figure), ...)). Figures without a value are left out.
+COMPACT_LINES = (
+    ("Traffic", (("L1", "l1_bytes"), ("L2", "l2_bytes"), ("DRAM", "dram_bytes"))),
+    (
+        "Shared memory",
+        (
+            ("bank conflicts", "shared_bank_conflict_pct"),
+            ("load wavefronts", "shared_load_wavefronts"),
+            ("store wavefronts", "shared_store_wavefronts"),
+        ),
+    ),
+    ("Local memory", (("traffic", "local_memory_bytes"), ("spill instructions", "spill_instructions"))),
+    (
+        "Instructions",
+        (
+            ("executed", "instructions_executed"),
+            ("global loads", "global_load_instructions"),
+            ("global stores", "global_store_instructions"),
+            ("shared loads", "shared_load_instructions"),
+            ("shared stores", "shared_store_instructions"),
+            ("global atomics", "global_atomic_instructions"),
+            ("tensor", "tensor_instructions"),
+        ),
+    ),
+    (
+        "FP work",
+        (
+            ("FP32", "fp32_flop"),
+            ("FP32 not fused", "fp32_nonfused_pct"),
+            ("FP64", "fp64_flop"),
+            ("FP16", "fp16_flop"),
+            ("tensor", "tensor_flop"),
+        ),
+    ),
+    (
+        "Pipes",
+        (
+            ("FMA", "pipe_fma_pct"),
+            ("ALU", "pipe_alu_pct"),
+            ("FP64", "pipe_fp64_pct"),
+            ("tensor", "pipe_tensor_pct"),
+            ("LSU", "pipe_lsu_pct"),
+        ),
+    ),
+    (
+        "Divergence",
+        (("active threads/warp", "active_threads_per_warp"), ("branch uniformity", "branch_uniformity_pct")),
+    ),
+)
+# Units a compact line prints; for the others (inst, wavefront, block, ...) the label says what is counted.
+_PRINTED_UNITS = frozenset({"%", "ns", "byte", "byte/s", "hz", "flop", "flop/s"})
+# Occupancy limiter -> its figure, for the limiter line.
+LIMIT_FIGURES = (
+    ("registers", "occupancy_limit_registers"),
+    ("shared memory", "occupancy_limit_shared_mem"),
+    ("warps", "occupancy_limit_warps"),
+    ("blocks", "occupancy_limit_blocks"),
+    ("barriers", "occupancy_limit_barriers"),
+)
 TOP_STALLS = 5
 TOP_NCU_RULES = 5
+TOP_HOTSPOTS = 5
+HOTSPOT_TEXT_WIDTH = 80
 BAR_WIDTH = 20
 
 
 def _dims(d: object) -> str:
     return f"({d.x}, {d.y}, {d.z})"  # type: ignore[attr-defined]
+
+
+def _brief(value: float, unit: str) -> str:
+    return format_value(value, unit) if unit in _PRINTED_UNITS else format_number(value)
+
+
+def compact_line(kernel: KernelResult, title: str, items: tuple[tuple[str, str], ...]) -> str | None:
+    """'Title: label value, label value' over the figures the kernel has; None when it has none."""
+    parts = []
+    for label, name in items:
+        figure = kernel.figures.get(name)
+        if figure is not None and figure.value is not None:
+            parts.append(f"{label} {_brief(figure.value, figure.unit)}")
+    return f"{title}: {', '.join(parts)}" if parts else None
+
+
+def roofline_line(roofline: Roofline) -> str | None:
+    """The kernel's roofline placement on one line; None without a roofline."""
+    if not roofline.precision:
+        return None
+    bound = f"{roofline.bound}-bound" if roofline.bound else "bound unknown"
+    peak_dram = format_value(roofline.peak_dram_byte_per_s, "byte/s")
+    dram = f"DRAM {format_value(roofline.dram_byte_per_s, 'byte/s')} of {peak_dram} peak"
+    if roofline.precision == "none":
+        return f"Roofline: no floating-point work; {dram}; {bound}"
+    levels = ", ".join(
+        f"{level} {format_number(value)}"
+        for level, value in (("L2", roofline.l2_arithmetic_intensity), ("L1", roofline.l1_arithmetic_intensity))
+        if value is not None
+    )
+    intensity = "n/a" if roofline.arithmetic_intensity is None else format_number(roofline.arithmetic_intensity)
+    ridge = "n/a" if roofline.ridge_point is None else format_number(roofline.ridge_point)
+    achieved, peak = (format_value(v, "flop/s") for v in (roofline.achieved_flop_per_s, roofline.peak_flop_per_s))
+    flops = f"{achieved} of {peak} peak"
+    of_roof = "" if roofline.roof_pct is None else f" at {roofline.roof_pct:.1f} % of the roof"
+    return (
+        f"Roofline ({roofline.precision}): {intensity} FLOP/byte from DRAM"
+        + (f" ({levels})" if levels else "")
+        + f", ridge {ridge}; {flops}; {dram}; {bound}{of_roof}"
+    )
+
+
+def limiter_line(kernel: KernelResult) -> str | None:
+    """'Occupancy limiter: warps (blocks/SM allowed: ...)'; None when ncu reported no limits."""
+    if not kernel.occupancy_limiter:
+        return None
+    limits = ", ".join(
+        f"{label} {format_number(value)}"
+        for label, name in LIMIT_FIGURES
+        if (figure := kernel.figures.get(name)) is not None and (value := figure.value) is not None
+    )
+    return f"Occupancy limiter: {kernel.occupancy_limiter.replace('_', ' ')} (blocks/SM allowed by {limits})"
+
+
+def hotspot_lines(kernel: KernelResult) -> list[str]:
+    """The top source lines by PC samples: 'file:line  share  top_stall  text'."""
+    if not kernel.hotspots:
+        return []
+    lines = ["--- Source hotspots (share of PC samples, top stall on the line and its share) ---"]
+    for spot in kernel.hotspots[:TOP_HOTSPOTS]:
+        stall = f"{spot.top_stall} {spot.top_stall_share_pct:.0f} %" if spot.top_stall else "-"
+        text = spot.text if len(spot.text) <= HOTSPOT_TEXT_WIDTH else spot.text[: HOTSPOT_TEXT_WIDTH - 3] + "..."
+        lines.append(f"{spot.file.rsplit('/', 1)[-1]}:{spot.line}  {spot.sample_share_pct:5.1f} %  {stall}  {text}")
+    return lines
 
 
 def render_kernel(kernel: KernelResult, catalog: Catalog) -> list[str]:
@@ -39,11 +166,18 @@ def render_kernel(kernel: KernelResult, catalog: Catalog) -> list[str]:
         for figure in shown:
             value = kernel.figures[figure.name]
             lines.append(f"{figure.label}: {format_value(value.value, value.unit)}")
+        if group == "occupancy" and (limiter := limiter_line(kernel)):
+            lines.append(limiter)
+    summaries = [roofline_line(kernel.roofline)] + [compact_line(kernel, t, items) for t, items in COMPACT_LINES]
+    if any(summaries):
+        lines.append("--- Roofline, traffic and instruction mix ---")
+        lines.extend(line for line in summaries if line)
     if kernel.stalls:
         lines.append("--- Warp stalls (share of stall cycles; cycles per issued instruction) ---")
         for stall in kernel.stalls[:TOP_STALLS]:
             bar = "#" * max(1, round(stall.share_pct / 100 * BAR_WIDTH))
             lines.append(f"{stall.reason:<20} {stall.share_pct:5.1f} %  {stall.cycles_per_issue:6.2f} cycles  {bar}")
+    lines.extend(hotspot_lines(kernel))
     rules = [r for r in kernel.ncu_rules if r.type in ("OPT", "WRN", "ERR")]
     rules.sort(key=lambda r: r.estimated_speedup_pct or 0.0, reverse=True)
     if rules:
@@ -56,6 +190,19 @@ def render_kernel(kernel: KernelResult, catalog: Catalog) -> list[str]:
             )
             title = rule.title or rule.rule_id
             lines.append(f"[{rule.type}] {title}{speedup}: {rule.message}")
+    return lines
+
+
+def share_table(aggregate: Aggregate) -> list[str]:
+    """Launches and GPU time in all, then one row per kernel name with its share of that time."""
+    lines = [
+        f"Kernels: {aggregate.launches} launches, {format_value(aggregate.total_duration_ns, 'ns')} of GPU time in all"
+    ]
+    width = max((len(share.name) for share in aggregate.kernels), default=0)
+    for share in aggregate.kernels:
+        launches = f"{share.launches} launch{'es' if share.launches != 1 else ''}"
+        duration = format_value(share.duration_ns, "ns")
+        lines.append(f"  {share.name:<{width}}  {launches:>12}  {duration:>9}  {share.share_pct:5.1f} %")
     return lines
 
 
@@ -78,8 +225,9 @@ def render_text(result: ProfileResult, catalog: Catalog | None = None) -> str:
             lines.append(f"  {where} {diagnostic.severity.value}: {diagnostic.message}".rstrip())
         return "\n".join(lines) + "\n"
     if len(result.kernels) > 1:
-        total = sum(k.value("duration") or 0.0 for k in result.kernels)
-        lines.append(f"Kernels: {len(result.kernels)} launches, {format_value(total, 'ns')} of GPU time in all")
+        # Whoever built the result may have left its aggregate empty: derive it from the kernels.
+        aggregate = result.aggregate if result.aggregate.launches else aggregate_kernels(result.kernels)
+        lines.extend(share_table(aggregate))
     for kernel in result.kernels:
         lines.append("")
         lines.extend(render_kernel(kernel, catalog))

@@ -7,11 +7,13 @@ _SCALED = {
     "byte": ((1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B")),
     "byte/s": ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1.0, "B/s")),
     "hz": ((1e9, "GHz"), (1e6, "MHz"), (1.0, "Hz")),
-    "flop/s": ((1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1.0, "FLOP/s")),
+    "flop": ((1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP"), (1e3, "kFLOP"), (1.0, "FLOP")),
+    "flop/s": ((1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s"), (1.0, "FLOP/s")),
 }
 
 
-def _number(value: float) -> str:
+def format_number(value: float) -> str:
+    """A number without unit: integers with thousands separators, others to about three digits."""
     if value == int(value) and abs(value) < 1e15:
         return f"{int(value):,}"
     if abs(value) >= 100:
@@ -29,5 +31,5 @@ def format_value(value: float | None, unit: str) -> str:
         return f"{value:.1f} %"
     for scale, name in _SCALED.get(unit, ()):
         if abs(value) >= scale or scale == 1.0:
-            return f"{_number(value / scale)} {name}"
-    return f"{_number(value)} {unit}".rstrip()
+            return f"{format_number(value / scale)} {name}"
+    return f"{format_number(value)} {unit}".rstrip()

@@ -77,6 +77,7 @@ async def evaluate(
     trials: int,
     skip_profile: bool,
     progress: ProgressSink | None = None,
+    session_id: str = "",
 ) -> EvaluateResult:
     """Static check, build, correctness, timing, memory, launches, then (correct candidates) a profile and SOL."""
     result = EvaluateResult(static_check=static_check(source))
@@ -91,7 +92,7 @@ async def evaluate(
         if status.benchmark is not None:
             result.benchmark = BenchmarkResult.model_validate({**status.benchmark, "compile": compiled})
     if result.correctness.ok and not skip_profile:
-        result.profile = await scheduler.profile(ProfileSpec(source=source), progress)
+        result.profile = await scheduler.profile(ProfileSpec(source=source, session_id=session_id), progress)
         result.sol_pct = sol_pct(result.profile) if result.profile.ok else None
         result.sol_definition = SOL_DEFINITION
     elif skip_profile:

@@ -41,3 +41,4 @@ class ProfileSpec:
     source: SourceSpec
     kernel_filter: KernelFilter = field(default_factory=KernelFilter)
     metric_set: MetricSetSpec | None = None
+    session_id: str = ""

@@ -25,14 +25,17 @@ from profsvc.config import ServerConfig
 from profsvc.host import HostInfo
 from profsvc.jobenv import job_environment
 from profsvc.metrics.analysis import ReportAnalysis
+from profsvc.metrics.catalog import load_catalog
 from profsvc.ncu.command import ANY_PUSH_POP_RANGE, ANY_START_END_RANGE, NcuOptions, marks_nvtx_ranges
 from profsvc.ncu.metric_sets import resolve
 from profsvc.ncu.runner import NcuProgress, run_ncu
 from profsvc.proc import run_process
+from profsvc.report.delta import compute_delta
 from profsvc.report.text import render_text
 from profsvc.sandbox import NO_NETWORK_ISOLATION, Sandbox
 from profsvc.scheduler.artifacts import Workspaces
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
+from profsvc.scheduler.sessions import SessionStore
 from profsvc.telemetry import Telemetry
 from profsvc_client.errors import InvalidRequest, PreconditionFailed, Reason, ResourceExhausted
 from profsvc_client.models import (
@@ -77,6 +80,7 @@ class Scheduler:
         self.host = host
         self.sandbox = sandbox
         self.telemetry = telemetry
+        self.sessions = SessionStore(config.max_sessions, config.session_bytes, config.session_ttl_s)
         self.cache = BuildCache(config.cache_dir)
         self.workspaces = Workspaces(config.jobs_dir, keep=config.keep_jobs)
         self._compile_slots = asyncio.Semaphore(config.compile_workers)
@@ -248,7 +252,20 @@ class Scheduler:
         )
 
     async def profile(self, spec: ProfileSpec, progress: ProgressSink | None = None) -> ProfileResult:
-        """Build, run under ncu, read the report."""
+        """Build, run under ncu, read the report; with a session, add the delta against its last result."""
+        return self._with_session(await self._profile(spec, progress), spec.session_id)
+
+    def _with_session(self, result: ProfileResult, session_id: str) -> ProfileResult:
+        """Keep the result as the session's latest and add the delta against the one before."""
+        if session_id and result.ok:
+            result.session_id = session_id
+            previous = self.sessions.swap(session_id, result)
+            if previous is not None:
+                result.delta = compute_delta(previous, result, load_catalog())
+                result.report_text = render_text(result)
+        return result
+
+    async def _profile(self, spec: ProfileSpec, progress: ProgressSink | None) -> ProfileResult:
         self.require_profiling()
         async with self._admit(progress) as job:
             compiled, target, reference, _ = await self._build(job, spec.source)
@@ -356,7 +373,12 @@ class Scheduler:
         return ReportAnalysis.model_validate_json(process.stdout)
 
     async def analyze(
-        self, report: bytes, filename: str, kernel_filter: KernelFilter, progress: ProgressSink | None = None
+        self,
+        report: bytes,
+        filename: str,
+        kernel_filter: KernelFilter,
+        progress: ProgressSink | None = None,
+        session_id: str = "",
     ) -> ProfileResult:
         """Read an uploaded report."""
         async with self._admit(progress) as job:
@@ -373,7 +395,7 @@ class Scheduler:
             )
             if not result.ok:
                 result.error = JobError(kind="no_kernels_profiled", stage=Stage.PARSING, message=analysis.warnings[0])
-            return self._finish(result)
+            return self._with_session(self._finish(result), session_id)
 
     def _finish(self, result: ProfileResult) -> ProfileResult:
         result.report_text = render_text(result)

@@ -17,7 +17,13 @@ from profsvc.scheduler.evaluation import benchmark, check_correctness, evaluate,
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
 from profsvc.scheduler.scheduler import Scheduler
 from profsvc.server.status import new_request_id, status_for_exception
-from profsvc.server.validation import validate_count, validate_filter, validate_metric_set, validate_source
+from profsvc.server.validation import (
+    validate_count,
+    validate_filter,
+    validate_metric_set,
+    validate_session_id,
+    validate_source,
+)
 from profsvc.telemetry import REQUEST_ID
 from profsvc_client._proto import profiler_pb2 as pb
 from profsvc_client._proto import profiler_pb2_grpc as pb_grpc
@@ -128,6 +134,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
                 source=validate_source(to_model(request.source, KernelSource), self.config.limits),
                 kernel_filter=validate_filter(to_model(request.filter, KernelFilter), self.config.limits),
                 metric_set=validate_metric_set(request.metric_set),
+                session_id=validate_session_id(request.session_id),
             )
             return await self.scheduler.profile(spec, progress)
 
@@ -181,7 +188,8 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         async def run(progress: ProgressSink) -> EvaluateResult:
             source = self._python_problem(request.source)
             trials = validate_count(request.trials, "trials", self.config.limits.max_trials)
-            return await evaluate(self.scheduler, source, trials, request.skip_profile, progress)
+            session_id = validate_session_id(request.session_id)
+            return await evaluate(self.scheduler, source, trials, request.skip_profile, progress, session_id)
 
         async for message in self._stream(
             context,
@@ -215,7 +223,8 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
                     Reason.SOURCE_TOO_LARGE,
                 )
             kernel_filter = validate_filter(to_model(request.filter, KernelFilter), self.config.limits)
-            result = await self.scheduler.analyze(request.report, request.filename, kernel_filter)
+            session_id = validate_session_id(request.session_id)
+            result = await self.scheduler.analyze(request.report, request.filename, kernel_filter, None, session_id)
             return pb.AnalyzeResponse(result=to_proto(result, pb.ProfileResult))
 
         return await self._guard(context, "Analyze", call)

@@ -166,6 +166,13 @@ def validate_count(value: int, name: str, limit: int) -> int:
     return value
 
 
+def validate_session_id(session_id: str) -> str:
+    """A session id: up to 128 printable characters without spaces ('' for none)."""
+    if len(session_id) > 128 or not all(c.isprintable() and not c.isspace() for c in session_id):
+        raise InvalidRequest("a session id is at most 128 printable characters without spaces", Reason.BAD_ARGUMENT)
+    return session_id
+
+
 def validate_metric_set(name: str) -> MetricSetSpec:
     """The metric set a request names; raise InvalidRequest listing the known ones."""
     spec = resolve(name)

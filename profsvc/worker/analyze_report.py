@@ -1,4 +1,4 @@
-"""Worker process that reads a .ncu-rep into kernel results, printed as JSON.
+"""Worker process that reads a .ncu-rep into kernel results with their hints, printed as JSON.
 
 Reports come from user jobs and from uploads; ncu_report is a native library,
 so a malformed file may crash it. Reading happens here, in a child process,
@@ -14,7 +14,9 @@ import json
 import sys
 
 from profsvc.metrics.analysis import ReportUnreadable, analyze_report
+from profsvc.metrics.catalog import load_catalog
 from profsvc.metrics.reader import ReaderUnavailable
+from profsvc.rules import evaluate_rules, load_rules
 from profsvc_client.models import KernelFilter
 
 EXIT_UNREADABLE = 3
@@ -29,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         analysis = analyze_report(args.report, KernelFilter.model_validate(json.loads(args.filter)))
+        catalog, rules = load_catalog(), load_rules()
+        for kernel in analysis.kernels:
+            kernel.hints = evaluate_rules(kernel, catalog, rules)
     except ReportUnreadable as error:
         print(str(error), file=sys.stderr)
         return EXIT_UNREADABLE

@@ -32,7 +32,9 @@ def test_analyze_over_grpc_equals_the_reader(client, report):
     result = client.analyze(report)
     direct = analyze_report(report)
     assert result.ok
-    assert result.kernels == direct.kernels
+    # The server adds the rule table's hints to what the reader gives.
+    assert [k.model_copy(update={"hints": []}) for k in result.kernels] == direct.kernels
+    assert all(k.hints for k in result.kernels)
     assert result.device == direct.device
     assert "=== profsvc kernel profile ===" in result.report_text
 
