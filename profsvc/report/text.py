@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from profsvc.metrics.analysis import aggregate_kernels
 from profsvc.metrics.catalog import Catalog, load_catalog
-from profsvc.report.units import format_number, format_value
-from profsvc_client.models import Aggregate, KernelResult, ProfileResult, Roofline
+from profsvc.report.units import format_value
+from profsvc_client.models import Aggregate, DeltaRow, KernelResult, ProfileResult, Roofline
 
 # Report sections that list every figure of a catalog group: (title, catalog group).
 SECTIONS = (
@@ -76,7 +76,8 @@ LIMIT_FIGURES = (
     ("barriers", "occupancy_limit_barriers"),
 )
 TOP_STALLS = 5
-TOP_NCU_RULES = 5
+TOP_HINTS = 5
+TOP_DELTAS = 12
 TOP_HOTSPOTS = 5
 HOTSPOT_TEXT_WIDTH = 80
 BAR_WIDTH = 20
@@ -86,8 +87,13 @@ def _dims(d: object) -> str:
     return f"({d.x}, {d.y}, {d.z})"  # type: ignore[attr-defined]
 
 
+def _number(value: float | None) -> str:
+    """A value without a unit ("n/a" when absent): format_value with no unit prints the bare number."""
+    return format_value(value, "")
+
+
 def _brief(value: float, unit: str) -> str:
-    return format_value(value, unit) if unit in _PRINTED_UNITS else format_number(value)
+    return format_value(value, unit if unit in _PRINTED_UNITS else "")
 
 
 def compact_line(kernel: KernelResult, title: str, items: tuple[tuple[str, str], ...]) -> str | None:
@@ -110,12 +116,11 @@ def roofline_line(roofline: Roofline) -> str | None:
     if roofline.precision == "none":
         return f"Roofline: no floating-point work; {dram}; {bound}"
     levels = ", ".join(
-        f"{level} {format_number(value)}"
+        f"{level} {_number(value)}"
         for level, value in (("L2", roofline.l2_arithmetic_intensity), ("L1", roofline.l1_arithmetic_intensity))
         if value is not None
     )
-    intensity = "n/a" if roofline.arithmetic_intensity is None else format_number(roofline.arithmetic_intensity)
-    ridge = "n/a" if roofline.ridge_point is None else format_number(roofline.ridge_point)
+    intensity, ridge = _number(roofline.arithmetic_intensity), _number(roofline.ridge_point)
     achieved, peak = (format_value(v, "flop/s") for v in (roofline.achieved_flop_per_s, roofline.peak_flop_per_s))
     flops = f"{achieved} of {peak} peak"
     of_roof = "" if roofline.roof_pct is None else f" at {roofline.roof_pct:.1f} % of the roof"
@@ -131,7 +136,7 @@ def limiter_line(kernel: KernelResult) -> str | None:
     if not kernel.occupancy_limiter:
         return None
     limits = ", ".join(
-        f"{label} {format_number(value)}"
+        f"{label} {_number(value)}"
         for label, name in LIMIT_FIGURES
         if (figure := kernel.figures.get(name)) is not None and (value := figure.value) is not None
     )
@@ -178,18 +183,38 @@ def render_kernel(kernel: KernelResult, catalog: Catalog) -> list[str]:
             bar = "#" * max(1, round(stall.share_pct / 100 * BAR_WIDTH))
             lines.append(f"{stall.reason:<20} {stall.share_pct:5.1f} %  {stall.cycles_per_issue:6.2f} cycles  {bar}")
     lines.extend(hotspot_lines(kernel))
-    rules = [r for r in kernel.ncu_rules if r.type in ("OPT", "WRN", "ERR")]
-    rules.sort(key=lambda r: r.estimated_speedup_pct or 0.0, reverse=True)
-    if rules:
-        lines.append("--- Nsight Compute rules (ncu's own guided analysis) ---")
-        for rule in rules[:TOP_NCU_RULES]:
-            speedup = (
-                f" (est. speedup {rule.estimated_speedup_pct:.0f} %, {rule.speedup_type})"
-                if rule.estimated_speedup_pct is not None
-                else ""
-            )
-            title = rule.title or rule.rule_id
-            lines.append(f"[{rule.type}] {title}{speedup}: {rule.message}")
+    lines.extend(hint_lines(kernel))
+    return lines
+
+
+def hint_lines(kernel: KernelResult) -> list[str]:
+    """The top hints: profsvc's rule table and ncu's own rules (marked), largest estimated speedup first."""
+    if not kernel.hints:
+        return []
+    shown = kernel.hints[:TOP_HINTS]
+    lines = [f"--- Optimization hints (top {len(shown)} of {len(kernel.hints)}; estimated runtime reduction) ---"]
+    for hint in shown:
+        origin = " [ncu]" if hint.origin == "ncu" else ""
+        lines.append(f"-> [{hint.severity}] {hint.title} ({hint.estimated_speedup_pct:.0f} %){origin}: {hint.message}")
+        if hint.advice:
+            lines.append(f"   fix: {hint.advice}")
+        if hint.source_lines:
+            lines.append(f"   at: {', '.join(hint.source_lines[:3])}")
+    return lines
+
+
+def delta_lines(delta: list[DeltaRow]) -> list[str]:
+    """Figures that changed against the session's previous result, largest relative change first."""
+    changed = [row for row in delta if row.verdict in ("improved", "regressed")]
+    if not changed:
+        return ["--- Delta vs previous iteration: no figure changed beyond noise ---"] if delta else []
+    changed.sort(key=lambda row: abs(row.change_pct or 0.0), reverse=True)
+    lines = ["--- Delta vs previous iteration (judged by each figure's better direction) ---"]
+    for row in changed[:TOP_DELTAS]:
+        where = f"{row.kernel}: " if row.kernel else ""
+        change = f" ({row.change_pct:+.1f} %)" if row.change_pct is not None else ""
+        before, after = format_value(row.before, row.unit), format_value(row.after, row.unit)
+        lines.append(f"{where}{row.figure}: {before} -> {after}{change} {row.verdict.upper()}")
     return lines
 
 
@@ -231,6 +256,10 @@ def render_text(result: ProfileResult, catalog: Catalog | None = None) -> str:
     for kernel in result.kernels:
         lines.append("")
         lines.extend(render_kernel(kernel, catalog))
+    delta = delta_lines(result.delta)
+    if delta:
+        lines.append("")
+        lines.extend(delta)
     for warning in result.warnings:
         lines.append(f"note: {warning}")
     return "\n".join(lines) + "\n"

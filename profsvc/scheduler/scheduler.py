@@ -39,6 +39,7 @@ from profsvc.scheduler.sessions import SessionStore
 from profsvc.telemetry import Telemetry
 from profsvc_client.errors import InvalidRequest, PreconditionFailed, Reason, ResourceExhausted
 from profsvc_client.models import (
+    ArtifactRef,
     CompileResult,
     JobError,
     KernelFilter,
@@ -53,6 +54,7 @@ HARNESS_RANGE = "profsvc"
 ANALYZE_MODULE = "profsvc.worker.analyze_report"
 ANALYZE_TIMEOUT_S = 300.0
 REPORT_NAME = "report.ncu-rep"
+CHART_NAMES = ("roofline.png", "roofline.svg")
 # Exit statuses of the analyze worker (profsvc.worker.analyze_report).
 EXIT_UNREADABLE, EXIT_NO_READER = 3, 4
 
@@ -342,10 +344,11 @@ class Scheduler:
                 return self._finish(result)
             job.report(Stage.PARSING, "reading the report")
             analysis = await self._analyze_file(job, outcome.report, KernelFilter())
-            result.device, result.kernels = analysis.device, analysis.kernels
+            result.device, result.kernels, result.aggregate = analysis.device, analysis.kernels, analysis.aggregate
             result.warnings.extend(analysis.warnings)
             result.warnings.extend(f"ncu: {e}" for e in outcome.errors)
             result.artifacts.append(self.workspaces.artifact(job.id, outcome.report))
+            result.artifacts.extend(self._charts(job))
             result.ok = bool(result.kernels)
             if not result.ok:
                 result.error = JobError(kind="no_kernels_profiled", stage=Stage.PARSING, message=analysis.warnings[0])
@@ -356,6 +359,7 @@ class Scheduler:
 
     async def _analyze_file(self, job: _Job, report: Path, kernel_filter: KernelFilter) -> ReportAnalysis:
         argv = [self.config.python, "-m", ANALYZE_MODULE, str(report), "--filter", kernel_filter.model_dump_json()]
+        argv += ["--charts", str(job.workspace)]
         env = job_environment(job.workspace, gpu_index=None)
         async with self._compile_slots, self._timed("parse"):
             process = await run_process(
@@ -391,11 +395,18 @@ class Scheduler:
                 job_id=job.id,
                 device=analysis.device,
                 kernels=analysis.kernels,
+                aggregate=analysis.aggregate,
                 warnings=analysis.warnings,
+                artifacts=self._charts(job),
             )
             if not result.ok:
                 result.error = JobError(kind="no_kernels_profiled", stage=Stage.PARSING, message=analysis.warnings[0])
             return self._with_session(self._finish(result), session_id)
+
+    def _charts(self, job: _Job) -> list[ArtifactRef]:
+        """The roofline charts the analyze worker drew, as artifacts."""
+        charts = [job.workspace / name for name in CHART_NAMES]
+        return [self.workspaces.artifact(job.id, path) for path in charts if path.is_file()]
 
     def _finish(self, result: ProfileResult) -> ProfileResult:
         result.report_text = render_text(result)

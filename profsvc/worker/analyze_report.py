@@ -4,7 +4,7 @@ Reports come from user jobs and from uploads; ncu_report is a native library,
 so a malformed file may crash it. Reading happens here, in a child process,
 never in the server.
 
-    python -m profsvc.worker.analyze_report REPORT [--filter JSON]
+    python -m profsvc.worker.analyze_report REPORT [--filter JSON] [--charts DIR]
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from profsvc.metrics.analysis import ReportUnreadable, analyze_report
 from profsvc.metrics.catalog import load_catalog
@@ -28,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("report")
     parser.add_argument("--filter", default="{}", help="KernelFilter as JSON")
+    parser.add_argument("--charts", default="", help="folder to write roofline.png and roofline.svg into")
     args = parser.parse_args(argv)
     try:
         analysis = analyze_report(args.report, KernelFilter.model_validate(json.loads(args.filter)))
@@ -40,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     except ReaderUnavailable as error:
         print(str(error), file=sys.stderr)
         return EXIT_NO_READER
+    if args.charts and any(k.roofline.precision for k in analysis.kernels):
+        # Imported here: matplotlib costs a second, and only charted analyses need it.
+        from profsvc.report.roofline_chart import render_roofline
+
+        for kind, data in render_roofline(analysis.kernels).items():
+            (Path(args.charts) / f"roofline.{kind}").write_bytes(data)
     sys.stdout.write(analysis.model_dump_json())
     return 0
 

@@ -156,3 +156,18 @@ def test_correctness_and_timing_need_a_gpu(client):
 def test_correctness_of_a_cuda_program_is_invalid(client):
     with pytest.raises(errors.InvalidRequest, match="CUDA program"):
         client.check_correctness(load_source(EXAMPLES / "saxpy.cu"))
+
+
+def test_analyze_carries_hints_and_a_roofline_chart(client, tmp_path):
+    result = client.analyze(FIXTURES / "big_full.ncu-rep")
+    kernel = result.kernels[0]
+    assert kernel.hints[0].rule_id == "dram_near_peak"
+    assert kernel.roofline.bound == "memory"
+    assert result.aggregate.launches == 1 and result.aggregate.kernels[0].share_pct == 100.0
+    charts = {a.name: a for a in result.artifacts}
+    assert set(charts) == {"roofline.png", "roofline.svg"}
+    png = client.download_artifact(charts["roofline.png"].id, tmp_path)
+    assert png.read_bytes().startswith(b"\x89PNG")
+    svg = client.download_artifact(charts["roofline.svg"].id, tmp_path).read_text()
+    assert "relu2_k" in svg
+    assert "Optimization hints" in result.report_text
