@@ -1,4 +1,4 @@
-"""Format a figure's value with its unit for people (values stay exact in JSON)."""
+"""Format a figure's value with its unit for people (values stay exact in JSON); shared by the CLI and the server."""
 
 from __future__ import annotations
 

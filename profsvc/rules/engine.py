@@ -19,10 +19,10 @@ from collections.abc import Iterable, Mapping
 
 from profsvc.metrics.catalog import Catalog
 from profsvc.metrics.expr import Value
-from profsvc.report.units import format_value
 from profsvc.rules.table import Rule, RuleTable, Severity
 from profsvc.rules.variables import kernel_variables
 from profsvc_client.models import Evidence, Hint, KernelResult, NcuRuleResult
+from profsvc_client.units import format_value
 
 ORIGIN_PROFSVC = "profsvc"
 ORIGIN_NCU = "ncu"
