@@ -12,7 +12,7 @@ from profsvc.build.diagnostics import FileMap, parse_diagnostics
 from profsvc.proc import run_process
 from profsvc.sandbox import Sandbox
 from profsvc.worker.faults import fault_kind, signal_name
-from profsvc_client.models import BuiltUnit, CompileResult, Diagnostic, Severity
+from profsvc_client.models import BuiltUnit, CompileResult, Diagnostic, JobError, Severity, Stage
 
 HARNESS_MODULE = "profsvc.worker.harness"
 # Lines torch's load_inline puts before the user's source: 3 includes in cuda.cu, 1 in main.cpp.
@@ -54,6 +54,25 @@ class HarnessStatus:
             message=f"the worker process died ({died or f'exit status {returncode}'})",
             detail=tail,
         )
+
+
+def job_error(status: HarnessStatus) -> JobError:
+    """The user-facing error of a worker run that failed."""
+    return JobError(
+        kind=status.kind or "runtime_error",
+        stage=Stage.COMPILING if status.kind == "compile_error" else Stage.RUNNING,
+        message=status.message,
+        detail=status.detail or status.build_log[-4000:],
+    )
+
+
+def source_map(builds: list[dict[str, Any]], user_file: str) -> dict[str, tuple[str, int]]:
+    """Generated cuda.cu files of load_inline builds -> (the user's file, line offset), for hotspots."""
+    return {
+        str(Path(b["build_directory"]) / "cuda.cu"): (user_file, b["cuda_first_line"] - CUDA_PREFIX_LINES - 1)
+        for b in builds
+        if b.get("cuda_first_line")
+    }
 
 
 def harness_argv(

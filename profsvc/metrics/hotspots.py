@@ -181,3 +181,20 @@ def lacks_line_info(action: Any) -> bool:
     """True when ncu sampled PCs but none maps to a source line: the kernel was built without -lineinfo."""
     samples = _instances(action, SAMPLES_METRIC)
     return bool(samples) and all(_locate(action, pc) is None for pc in samples)
+
+
+def relocate(hotspots: list[SourceHotspot], source_map: Mapping[str, tuple[str, int]]) -> list[SourceHotspot]:
+    """Hotspots in generated files moved into the user's own file.
+
+    `source_map` maps a generated file's path (load_inline's cuda.cu in its build
+    folder) to (the user's file name, the line offset of the source string there).
+    """
+    moved = []
+    for hotspot in hotspots:
+        target = source_map.get(hotspot.file)
+        if target is None:
+            moved.append(hotspot)
+        else:
+            user_file, offset = target
+            moved.append(hotspot.model_copy(update={"file": user_file, "line": hotspot.line + offset}))
+    return moved

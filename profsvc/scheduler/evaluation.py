@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from profsvc.build.python_problem import HarnessStatus
+from profsvc.build.python_problem import HarnessStatus, job_error
 from profsvc.metrics.sol import SOL_DEFINITION, sol_pct
 from profsvc.report.evaluate_text import render_evaluation
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
@@ -41,12 +41,7 @@ def _job_error(compiled: CompileResult, status: HarnessStatus | None) -> JobErro
     if status is None:
         message = compiled.diagnostics[0].message if compiled.diagnostics else "the build failed"
         return JobError(kind="compile_error", stage=Stage.COMPILING, message=message, detail=compiled.log[-4000:])
-    return JobError(
-        kind=status.kind or "runtime_error",
-        stage=Stage.COMPILING if status.kind == "compile_error" else Stage.RUNNING,
-        message=status.message,
-        detail=status.detail or status.build_log[-4000:],
-    )
+    return job_error(status)
 
 
 async def check_correctness(

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from profsvc.build.cache import BuildCache
 from profsvc.build.nvcc import build_cuda_program
-from profsvc.build.python_problem import HarnessStatus, compile_problem, harness_argv
+from profsvc.build.python_problem import HarnessStatus, compile_problem, harness_argv, job_error, source_map
 from profsvc.config import ServerConfig
 from profsvc.host import HostInfo
 from profsvc.jobenv import job_environment
@@ -270,7 +270,8 @@ class Scheduler:
     async def _profile(self, spec: ProfileSpec, progress: ProgressSink | None) -> ProfileResult:
         self.require_profiling()
         async with self._admit(progress) as job:
-            compiled, target, reference, _ = await self._build(job, spec.source)
+            compiled, target, reference, compile_status = await self._build(job, spec.source)
+            builds = list(compile_status.builds) if compile_status else []
             result = ProfileResult(job_id=job.id, compile=compiled)
             if not self.sandbox.isolates_network:
                 result.warnings.append(NO_NETWORK_ISOLATION)
@@ -318,13 +319,9 @@ class Scheduler:
                 status = HarnessStatus.read(
                     status_path, returncode=outcome.returncode, timed_out=outcome.timed_out, output=outcome.output_tail
                 )
+                builds += status.builds
                 if not status.ok:
-                    result.error = JobError(
-                        kind=status.kind or "runtime_error",
-                        stage=Stage.COMPILING if status.kind == "compile_error" else Stage.RUNNING,
-                        message=status.message,
-                        detail=status.detail or status.build_log[-4000:],
-                    )
+                    result.error = job_error(status)
                     return self._finish(result)
             if outcome.timed_out:
                 result.error = JobError(
@@ -343,7 +340,9 @@ class Scheduler:
                 result.error = JobError(kind=kind, stage=Stage.PROFILING, message=message, detail=outcome.output_tail)
                 return self._finish(result)
             job.report(Stage.PARSING, "reading the report")
-            analysis = await self._analyze_file(job, outcome.report, KernelFilter())
+            analysis = await self._analyze_file(
+                job, outcome.report, KernelFilter(), source_map(builds, spec.source.main_name)
+            )
             result.device, result.kernels, result.aggregate = analysis.device, analysis.kernels, analysis.aggregate
             result.warnings.extend(analysis.warnings)
             result.warnings.extend(f"ncu: {e}" for e in outcome.errors)
@@ -357,9 +356,11 @@ class Scheduler:
 
     # ------------------------------------------------------------ analyze
 
-    async def _analyze_file(self, job: _Job, report: Path, kernel_filter: KernelFilter) -> ReportAnalysis:
+    async def _analyze_file(
+        self, job: _Job, report: Path, kernel_filter: KernelFilter, source_map: dict[str, tuple[str, int]] | None = None
+    ) -> ReportAnalysis:
         argv = [self.config.python, "-m", ANALYZE_MODULE, str(report), "--filter", kernel_filter.model_dump_json()]
-        argv += ["--charts", str(job.workspace)]
+        argv += ["--charts", str(job.workspace), "--source-map", json.dumps(source_map or {})]
         env = job_environment(job.workspace, gpu_index=None)
         async with self._compile_slots, self._timed("parse"):
             process = await run_process(

@@ -4,7 +4,7 @@ Reports come from user jobs and from uploads; ncu_report is a native library,
 so a malformed file may crash it. Reading happens here, in a child process,
 never in the server.
 
-    python -m profsvc.worker.analyze_report REPORT [--filter JSON] [--charts DIR]
+    python -m profsvc.worker.analyze_report REPORT [--filter JSON] [--charts DIR] [--source-map JSON]
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from profsvc.metrics.analysis import ReportUnreadable, analyze_report
 from profsvc.metrics.catalog import load_catalog
+from profsvc.metrics.hotspots import relocate
 from profsvc.metrics.reader import ReaderUnavailable
 from profsvc.rules import evaluate_rules, load_rules
 from profsvc_client.models import KernelFilter
@@ -30,11 +31,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("report")
     parser.add_argument("--filter", default="{}", help="KernelFilter as JSON")
     parser.add_argument("--charts", default="", help="folder to write roofline.png and roofline.svg into")
+    parser.add_argument(
+        "--source-map", default="{}", help="JSON {generated file: [user file, line offset]} for hotspot lines"
+    )
     args = parser.parse_args(argv)
     try:
         analysis = analyze_report(args.report, KernelFilter.model_validate(json.loads(args.filter)))
         catalog, rules = load_catalog(), load_rules()
+        source_map = {path: (file, offset) for path, (file, offset) in json.loads(args.source_map).items()}
         for kernel in analysis.kernels:
+            kernel.hotspots = relocate(kernel.hotspots, source_map)
             kernel.hints = evaluate_rules(kernel, catalog, rules)
     except ReportUnreadable as error:
         print(str(error), file=sys.stderr)

@@ -98,3 +98,17 @@ def test_lineinfo_capture_maps_samples_to_the_seed_source():
         assert 0.0 < spot.sample_share_pct <= 100.0
         assert 0.0 <= spot.top_stall_share_pct <= 100.0
     assert "fmaf" in kernel.hotspots[0].text or "x[" in kernel.hotspots[0].text
+
+
+def test_hotspots_in_generated_cuda_move_into_the_users_file():
+    from profsvc.build.python_problem import source_map
+    from profsvc.metrics.hotspots import relocate
+    from profsvc_client.models import SourceHotspot
+
+    builds = [{"build_directory": "/cache/abc", "cuda_first_line": 30}, {"build_directory": "/cache/x"}]
+    mapping = source_map(builds, "seed47.py")
+    assert mapping == {"/cache/abc/cuda.cu": ("seed47.py", 26)}
+    hotspots = [SourceHotspot(file="/cache/abc/cuda.cu", line=10), SourceHotspot(file="/other/k.cu", line=3)]
+    moved = relocate(hotspots, mapping)
+    # cuda.cu line 4 is the string's first line, which sits on line 30 of the user's file.
+    assert [(h.file, h.line) for h in moved] == [("seed47.py", 36), ("/other/k.cu", 3)]

@@ -1,0 +1,48 @@
+"""Counters, hints and source lines end to end on the H200: the archetypes and the seed through `profsvc serve`."""
+
+from __future__ import annotations
+
+import pytest
+
+from profsvc_client.client import ProfilerClient, load_source
+from tests.conftest import FIXTURES
+from tests.unit.test_rules import PLANTED
+
+pytestmark = pytest.mark.gpu
+ARCHETYPES = FIXTURES.parent.parent / "examples" / "archetypes"
+BOUND = {"stream_float4": "memory", "fma_bound": "compute", "tiny_grid": "latency"}
+
+
+@pytest.fixture(scope="module")
+def counters_client(served):
+    with ProfilerClient(served, timeout=900) as client:
+        yield client
+
+
+@pytest.mark.parametrize("name", sorted(PLANTED))
+def test_archetype_end_to_end(counters_client, name):
+    result = counters_client.profile(load_source(ARCHETYPES / f"{name}.cu"))
+    assert result.ok, result.report_text
+    assert len(result.kernels) == 1 and result.kernels[0].nvtx_range == name
+    kernel = result.kernels[0]
+    if PLANTED[name]:
+        assert PLANTED[name] in [h.rule_id for h in kernel.hints[:2]], [h.rule_id for h in kernel.hints[:5]]
+    if name in BOUND:
+        assert kernel.roofline.bound == BOUND[name]
+    assert kernel.hotspots and kernel.hotspots[0].file.endswith(f"{name}.cu")
+    assert {a.name for a in result.artifacts} >= {"report.ncu-rep", "roofline.png", "roofline.svg"}
+
+
+def test_seed_hints_point_at_the_users_own_line(counters_client, tmp_path):
+    result = counters_client.profile(load_source(FIXTURES / "seed47.py"))
+    assert result.ok, result.report_text
+    kernel = result.kernels[0]
+    top = [h.rule_id for h in kernel.hints[:2]]
+    assert set(top) == {"stall_long_scoreboard", "small_grid"}, top
+    hot = kernel.hotspots[0]
+    seed_lines = (FIXTURES / "seed47.py").read_text().splitlines()
+    assert hot.file == "seed47.py"
+    assert "fmaf" in seed_lines[hot.line - 1] or "x[" in seed_lines[hot.line - 1]
+    stall_hint = next(h for h in kernel.hints if h.rule_id == "stall_long_scoreboard")
+    assert f"seed47.py:{hot.line}" in stall_hint.source_lines
+    assert 0 < hot.sample_share_pct <= 100
