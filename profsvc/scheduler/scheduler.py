@@ -28,7 +28,7 @@ from profsvc.metrics.analysis import ReportAnalysis
 from profsvc.metrics.catalog import load_catalog
 from profsvc.ncu.command import ANY_PUSH_POP_RANGE, ANY_START_END_RANGE, NcuOptions, marks_nvtx_ranges
 from profsvc.ncu.metric_sets import resolve
-from profsvc.ncu.runner import NcuProgress, run_ncu
+from profsvc.ncu.runner import NcuOutcome, NcuProgress, run_ncu
 from profsvc.proc import run_process
 from profsvc.report.delta import compute_delta
 from profsvc.report.text import render_text
@@ -323,26 +323,17 @@ class Scheduler:
                 if not status.ok:
                     result.error = job_error(status)
                     return self._finish(result)
-            if outcome.timed_out:
-                result.error = JobError(
-                    kind="timeout",
-                    stage=Stage.PROFILING,
-                    message=f"the job ran past its {self.config.limits.job_timeout_s:.0f} s limit and was killed",
-                )
-                return self._finish(result)
-            if outcome.report is None:
-                kind = "no_kernels_profiled" if outcome.no_kernels or outcome.returncode == 0 else "ncu_failed"
-                message = (
-                    "ncu profiled no kernel: the measured call launched none that matched the filter"
-                    if kind == "no_kernels_profiled"
-                    else f"ncu failed (exit status {outcome.returncode}): {'; '.join(outcome.errors) or 'see detail'}"
-                )
-                result.error = JobError(kind=kind, stage=Stage.PROFILING, message=message, detail=outcome.output_tail)
+            failure = self._ncu_failure(outcome)
+            if failure is not None or outcome.report is None:
+                result.error = failure or JobError(kind="ncu_failed", stage=Stage.PROFILING)
                 return self._finish(result)
             job.report(Stage.PARSING, "reading the report")
-            analysis = await self._analyze_file(
-                job, outcome.report, KernelFilter(), source_map(builds, spec.source.main_name)
-            )
+            if spec.source.kind == SourceKind.CUDA_PROGRAM:
+                # nvcc compiled the program in its cache folder: report its lines under the user's file name.
+                locations = {str(target.parent / spec.source.main_name): (spec.source.main_name, 0)}
+            else:
+                locations = source_map(builds, spec.source.main_name)
+            analysis = await self._analyze_file(job, outcome.report, KernelFilter(), locations)
             result.device, result.kernels, result.aggregate = analysis.device, analysis.kernels, analysis.aggregate
             result.warnings.extend(analysis.warnings)
             result.warnings.extend(f"ncu: {e}" for e in outcome.errors)
@@ -353,6 +344,23 @@ class Scheduler:
                 result.error = JobError(kind="no_kernels_profiled", stage=Stage.PARSING, message=analysis.warnings[0])
             job.report(Stage.DONE, "done")
             return self._finish(result)
+
+    def _ncu_failure(self, outcome: NcuOutcome) -> JobError | None:
+        """Why an ncu run left no report to read (None when it left one)."""
+        if outcome.timed_out:
+            return JobError(
+                kind="timeout",
+                stage=Stage.PROFILING,
+                message=f"the job ran past its {self.config.limits.job_timeout_s:.0f} s limit and was killed",
+            )
+        if outcome.report is not None:
+            return None
+        if outcome.no_kernels or outcome.returncode == 0:
+            message = "ncu profiled no kernel: the measured call launched none that matched the filter"
+            return JobError(kind="no_kernels_profiled", stage=Stage.PROFILING, message=message)
+        errors = "; ".join(outcome.errors) or "see detail"
+        message = f"ncu failed (exit status {outcome.returncode}): {errors}"
+        return JobError(kind="ncu_failed", stage=Stage.PROFILING, message=message, detail=outcome.output_tail)
 
     # ------------------------------------------------------------ analyze
 

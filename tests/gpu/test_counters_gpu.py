@@ -29,7 +29,7 @@ def test_archetype_end_to_end(counters_client, name):
         assert PLANTED[name] in [h.rule_id for h in kernel.hints[:2]], [h.rule_id for h in kernel.hints[:5]]
     if name in BOUND:
         assert kernel.roofline.bound == BOUND[name]
-    assert kernel.hotspots and kernel.hotspots[0].file.endswith(f"{name}.cu")
+    assert kernel.hotspots and kernel.hotspots[0].file == f"{name}.cu"
     assert {a.name for a in result.artifacts} >= {"report.ncu-rep", "roofline.png", "roofline.svg"}
 
 
