@@ -1,19 +1,42 @@
 #!/usr/bin/env bash
-# The GPU run on a GPU host that can download nothing: install the carried
-# wheels (.whl/), run the CPU and GPU test suites from the source tree, and keep
-# every log under $OUT (or ./gpu-out). Usage: tools/gpu_suite.sh [pytest args]
+# The GPU run on a GPU host that can download nothing: install the carried wheels (.whl/), then run
+# one stage, keeping every log under $OUT (or ./gpu-out). Stages, each within a 10-minute call:
+#   a    GPU tests: profiling end to end, archetypes and hints, GPU faults
+#   b    GPU tests: the agent's tools; the seed's -lineinfo report; the soak; the batch
+#   cpu  the CPU suite on the GPU host's Python
+# Usage: tools/gpu_suite.sh STAGE [pytest args]
 set -uo pipefail
 cd "$(dirname "$0")/.."
+stage="${1:?stage a, b or cpu}"
+shift
 out="${OUT:-gpu-out}"
 mkdir -p "$out"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH="/tmp/site:$PWD:$PWD/client${PYTHONPATH:+:$PYTHONPATH}"
-export PROFSVC_STATE_DIR=/tmp/profsvc-state PROFSVC_SERVER_LOG="$out/server.log"
+# One build cache for the whole run (both stages), so each extension is built once.
+export PROFSVC_STATE_DIR=/tmp/profsvc-state PROFSVC_SERVER_LOG="$out/server-$stage.log"
 {
   date -u
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   ncu --version | tail -1
   python3 -c "import sys, torch, grpc, google.protobuf as p; print(sys.version.split()[0], torch.__version__, grpc.__version__, p.__version__)"
-} 2>&1 | tee "$out/env.txt"
-python3 -m pytest -q -p no:cacheprovider tests/unit tests/integration 2>&1 | tee "$out/cpu-suite.txt" | tail -3
-python3 -m pytest -v -p no:cacheprovider -m gpu tests/gpu "$@" 2>&1 | tee "$out/gpu-suite.txt" | tail -25
+} >"$out/env.txt" 2>&1
+gpu_tests() {
+  python3 -m pytest -v -p no:cacheprovider -m gpu "$@" 2>&1 | tee -a "$out/gpu-suite-$stage.txt" | grep -E "PASSED|FAILED|ERROR|passed|failed"
+}
+case "$stage" in
+  a)
+    gpu_tests tests/gpu/test_profile_gpu.py tests/gpu/test_counters_gpu.py tests/gpu/test_faults_gpu.py "$@"
+    ;;
+  b)
+    gpu_tests tests/gpu/test_agent_tools_gpu.py "$@"
+    python3 -m profsvc_client.cli profile tests/fixtures/seed47.py --out "$out/seed47" >"$out/seed47-profile.txt" 2>&1
+    echo "seed47 -lineinfo profile: exit $?"
+    timeout 240 python3 benchmarks/soak.py --requests 200 --clients 8 --out "$out/soak.json" >"$out/soak.txt" 2>&1
+    echo "soak: exit $?"
+    gpu_tests tests/gpu/test_batch_gpu.py
+    ;;
+  cpu)
+    python3 -m pytest -q -p no:cacheprovider tests/unit tests/integration "$@" 2>&1 | tee "$out/cpu-suite.txt" | tail -3
+    ;;
+esac

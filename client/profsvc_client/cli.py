@@ -32,12 +32,20 @@ EXIT_OK = 0
 EXIT_RESULT_FAILED = 1
 
 
-def _add_target(parser: argparse.ArgumentParser) -> None:
+def _add_connection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", default="", help="HOST:PORT of a server (or PROFSVC_SERVER; default: embedded)")
     parser.add_argument("--token-file", type=Path, default=None, help="file with the bearer token (or PROFSVC_TOKEN)")
     parser.add_argument("--tls", action="store_true", help="connect with TLS, verifying the server with system roots")
     parser.add_argument("--tls-ca", type=Path, default=None, help="PEM CA that signed the server (or PROFSVC_TLS_CA)")
+
+
+def _add_target(parser: argparse.ArgumentParser) -> None:
+    _add_connection(parser)
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+
+
+def _add_session(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--session", default="", help="session id: the report adds a delta against its last result")
 
 
 def _add_filter(parser: argparse.ArgumentParser) -> None:
@@ -77,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     profile.add_argument("--metric-set", default="", help="metric set (see `profsvc capabilities`)")
     profile.add_argument("--out", type=Path, default=None, help="save the .ncu-rep, result.json and report.txt here")
     _add_filter(profile)
+    _add_session(profile)
     _add_target(profile)
 
     lint = commands.add_parser("lint", help="static check: the known ways candidates game kernel benchmarks")
@@ -101,13 +110,31 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--reference", type=Path, default=None, help="separate reference module")
     evaluate.add_argument("--trials", type=int, default=0, help="correctness trials (default 5)")
     evaluate.add_argument("--skip-profile", action="store_true", help="no ncu profile (and no SOL score)")
+    _add_session(evaluate)
     _add_target(evaluate)
 
     analyze = commands.add_parser("analyze", help="read an existing .ncu-rep (no GPU needed)")
     analyze.add_argument("report", type=Path)
     analyze.add_argument("--out", type=Path, default=None, help="save result.json and report.txt here")
     _add_filter(analyze)
+    _add_session(analyze)
     _add_target(analyze)
+
+    mcp = commands.add_parser("mcp", help="serve the agent tools over MCP (stdio or streamable HTTP)")
+    mcp.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default stdio")
+    mcp.add_argument("--host", default="127.0.0.1", help="HTTP address to bind (default loopback only)")
+    mcp.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000; the endpoint is /mcp)")
+    mcp.add_argument("--reference", type=Path, default=None, help="reference module for calls that bring none")
+    mcp.add_argument("--insecure", action="store_true", help="allow a non-loopback --host (HTTP has no auth)")
+    _add_connection(mcp)
+
+    batch = commands.add_parser("batch", help="profile many problems into one parquet table (resumable)")
+    batch.add_argument("input", type=Path, help="directory of *.py / *.cu problems, or a JSONL manifest")
+    batch.add_argument("--out", type=Path, required=True, help="the parquet to write (checkpoint: OUT.partial.jsonl)")
+    batch.add_argument("--concurrency", type=int, default=4, help="problems in flight at once (default 4)")
+    batch.add_argument("--metric-set", default="", help="metric set for problems that name none")
+    batch.add_argument("--kernel", default="", help="kernel name regex for problems that name none")
+    _add_connection(batch)
     return parser
 
 
@@ -218,7 +245,13 @@ def _run_tool(client: ProfilerClient, args: argparse.Namespace) -> int:
     else:
         progress = ProgressLine()
         try:
-            result = client.evaluate(source, trials=args.trials, skip_profile=args.skip_profile, on_progress=progress)
+            result = client.evaluate(
+                source,
+                trials=args.trials,
+                skip_profile=args.skip_profile,
+                session_id=args.session,
+                on_progress=progress,
+            )
         finally:
             progress.close()
         text = result.report_text
@@ -258,11 +291,45 @@ def _serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    try:
+        from profsvc_client.mcp_server import serve_mcp
+    except ModuleNotFoundError as error:
+        if (error.name or "").partition(".")[0] not in ("mcp", "mcp_types"):
+            raise
+        raise errors.PreconditionFailed(
+            "`profsvc mcp` needs the MCP SDK: pip install 'profsvc-client[mcp]'", errors.Reason.UNAVAILABLE
+        ) from None
+    with contextlib.suppress(KeyboardInterrupt):
+        serve_mcp(
+            lambda: connect(args),
+            args.transport,
+            args.host,
+            args.port,
+            reference=args.reference,
+            insecure=args.insecure,
+        )
+    return EXIT_OK
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute one parsed command; return the exit code."""
     if args.command == "serve":
         return _serve(args)
+    if args.command == "mcp":
+        return _mcp(args)
     with connect(args) as client:
+        if args.command == "batch":
+            from profsvc_client.batch import run_command
+
+            return run_command(
+                client,
+                args.input,
+                args.out,
+                concurrency=args.concurrency,
+                metric_set=args.metric_set,
+                kernel_regex=args.kernel,
+            )
         if args.command == "capabilities":
             capabilities = client.capabilities()
             print(capabilities.model_dump_json(indent=2))
@@ -272,13 +339,15 @@ def run(args: argparse.Namespace) -> int:
         if args.command in ("lint", "check", "time", "evaluate"):
             return _run_tool(client, args)
         if args.command == "analyze":
-            return _emit_result(client.analyze(args.report, kernel_filter=_filter(args)), args, client)
+            result = client.analyze(args.report, kernel_filter=_filter(args), session_id=args.session)
+            return _emit_result(result, args, client)
         progress = ProgressLine()
         try:
             result = client.profile(
                 load_source(args.file, args.reference, args.nvcc_flag),
                 kernel_filter=_filter(args),
                 metric_set=args.metric_set,
+                session_id=args.session,
                 on_progress=progress,
             )
         finally:

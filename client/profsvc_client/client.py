@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import ipaddress
+import json
+import socket
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
+from pydantic import BaseModel
 
 from profsvc_client import errors
 from profsvc_client._proto import profiler_pb2 as pb
@@ -29,12 +35,43 @@ from profsvc_client.models import (
     StaticCheckResult,
 )
 
+R = TypeVar("R", bound=BaseModel)
+
 # Reports and results can be large; gRPC's default limit is 4 MiB.
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
 ]
+
+
+def service_config(load_balancing: str) -> str:
+    """The `grpc.service_config` channel option that picks a load-balancing policy (e.g. "round_robin")."""
+    return json.dumps({"loadBalancingConfig": [{load_balancing: {}}]})
+
+
+def multi_address_target(servers: str) -> str:
+    """One channel target for several servers: "h1:p1,h2:p2" becomes "ipv4:a1:p1,a2:p2".
+
+    gRPC's `ipv4:` scheme takes address literals only, so host names are resolved here, once.
+    """
+    addresses = []
+    for server in (part.strip() for part in servers.split(",")):
+        host, sep, port = server.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise errors.InvalidRequest(f"server address {server!r} is not HOST:PORT", errors.Reason.BAD_ARGUMENT)
+        try:
+            address = str(ipaddress.IPv4Address(host))
+        except ValueError:
+            try:
+                address = socket.getaddrinfo(host, int(port), socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+            except OSError as error:
+                raise errors.InvalidRequest(
+                    f"cannot resolve {host!r} to an IPv4 address (several servers need IPv4): {error}",
+                    errors.Reason.BAD_ARGUMENT,
+                ) from None
+        addresses.append(f"{address}:{port}")
+    return "ipv4:" + ",".join(addresses)
 
 
 def load_source(
@@ -84,6 +121,9 @@ class ProfilerClient:
 
     >>> client = ProfilerClient("gpu-host:50051", token="...")
     >>> result = client.profile(load_source("kernel.py"))
+
+    A target that lists several servers ("h1:50051,h2:50051") opens one channel over all of them
+    with gRPC's round_robin policy; `load_balancing` names another policy, `options` adds channel options.
     """
 
     def __init__(
@@ -94,15 +134,25 @@ class ProfilerClient:
         tls: bool = False,
         root_certificates: bytes | None = None,
         timeout: float | None = None,
+        load_balancing: str | None = None,
+        options: Sequence[tuple[str, str | int]] = (),
     ) -> None:
+        channel_options = [*CHANNEL_OPTIONS, *options]
+        if "," in target and not target.startswith(("ipv4:", "ipv6:")):
+            # Several HOST:PORTs: one channel whose policy spreads calls over all of them. TLS checks
+            # certificates against the channel's authority: keep the first name, not a resolved address.
+            channel_options.append(("grpc.default_authority", target.split(",")[0].strip()))
+            target, load_balancing = multi_address_target(target), load_balancing or "round_robin"
+        if load_balancing:
+            channel_options.append(("grpc.service_config", service_config(load_balancing)))
         self.target = target
         self.timeout = timeout
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         if tls or root_certificates:
             credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)
-            self._channel = grpc.secure_channel(target, credentials, options=CHANNEL_OPTIONS)
+            self._channel = grpc.secure_channel(target, credentials, options=channel_options)
         else:
-            self._channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+            self._channel = grpc.insecure_channel(target, options=channel_options)
         self._stub = pb_grpc.ProfilerStub(self._channel)
 
     def close(self) -> None:
@@ -136,21 +186,36 @@ class ProfilerClient:
         *,
         kernel_filter: KernelFilter | None = None,
         metric_set: str = "",
+        session_id: str = "",
         on_progress: Callable[[Progress], None] | None = None,
     ) -> ProfileResult:
-        """Profile under ncu on the server; `on_progress` sees each progress event."""
+        """Profile under ncu on the server; `on_progress` sees each progress event.
+
+        With a `session_id`, the result carries a delta table against the session's previous result.
+        """
         request = pb.ProfileRequest(
             source=to_proto(source, pb.KernelSource),
             filter=to_proto(kernel_filter or KernelFilter(), pb.KernelFilter),
             metric_set=metric_set,
+            session_id=session_id,
         )
+        return self._stream(self._stub.Profile, request, ProfileResult, on_progress)
+
+    def _stream(
+        self,
+        method: Callable[..., Any],
+        request: Message,
+        result_type: type[R],
+        on_progress: Callable[[Progress], None] | None,
+    ) -> R:
+        """Call a server-streaming RPC: hand progress events over, return the final result."""
         with _translated():
-            for event in self._stub.Profile(request, metadata=self._metadata, timeout=self.timeout):
+            for event in method(request, metadata=self._metadata, timeout=self.timeout):
                 if event.HasField("result"):
-                    return to_model(event.result, ProfileResult)
+                    return to_model(event.result, result_type)
                 if on_progress is not None:
                     on_progress(to_model(event.progress, Progress))
-        raise errors.InternalError("the server closed the Profile stream without a result")
+        raise errors.InternalError("the server closed the stream without a result")
 
     def static_check(self, source: KernelSource) -> StaticCheckResult:
         """AST rules for benchmark gaming over the candidate; nothing runs."""
@@ -179,26 +244,28 @@ class ProfilerClient:
         *,
         trials: int = 0,
         skip_profile: bool = False,
+        session_id: str = "",
         on_progress: Callable[[Progress], None] | None = None,
     ) -> EvaluateResult:
         """Static check, compile, correctness, timing, memory, launches, SOL and a short profile."""
-        request = pb.EvaluateRequest(source=to_proto(source, pb.KernelSource), trials=trials, skip_profile=skip_profile)
-        with _translated():
-            for event in self._stub.Evaluate(request, metadata=self._metadata, timeout=self.timeout):
-                if event.HasField("result"):
-                    return to_model(event.result, EvaluateResult)
-                if on_progress is not None:
-                    on_progress(to_model(event.progress, Progress))
-        raise errors.InternalError("the server closed the Evaluate stream without a result")
+        request = pb.EvaluateRequest(
+            source=to_proto(source, pb.KernelSource), trials=trials, skip_profile=skip_profile, session_id=session_id
+        )
+        return self._stream(self._stub.Evaluate, request, EvaluateResult, on_progress)
 
-    def analyze(self, report: bytes | str | Path, *, kernel_filter: KernelFilter | None = None) -> ProfileResult:
-        """Analyze an existing .ncu-rep (a path or its bytes) on the server."""
+    def analyze(
+        self, report: bytes | str | Path, *, kernel_filter: KernelFilter | None = None, session_id: str = ""
+    ) -> ProfileResult:
+        """Analyze an existing .ncu-rep (a path or its bytes) on the server (a session adds a delta table)."""
         filename = ""
         if isinstance(report, str | Path):
             filename = Path(report).name
             report = Path(report).read_bytes()
         request = pb.AnalyzeRequest(
-            report=report, filename=filename, filter=to_proto(kernel_filter or KernelFilter(), pb.KernelFilter)
+            report=report,
+            filename=filename,
+            filter=to_proto(kernel_filter or KernelFilter(), pb.KernelFilter),
+            session_id=session_id,
         )
         with _translated():
             reply = self._stub.Analyze(request, metadata=self._metadata, timeout=self.timeout)
@@ -220,4 +287,4 @@ class ProfilerClient:
         return path
 
 
-__all__ = ["ProfilerClient", "SourceKind", "load_source", "translate_error"]
+__all__ = ["ProfilerClient", "SourceKind", "load_source", "multi_address_target", "service_config", "translate_error"]

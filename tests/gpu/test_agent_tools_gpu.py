@@ -1,7 +1,7 @@
 """The agent's tools on a GPU: correctness, timing, memory, launches and Evaluate, against planted cheats.
 
-Every candidate below shares one load_inline extension (the same source, so
-the build cache builds it once) and differs only in what ModelNew does with it.
+The candidates share one load_inline extension with the fault suite (tests/faults/problems.py), so
+the build cache builds it once per GPU run.
 """
 
 from __future__ import annotations
@@ -9,127 +9,30 @@ from __future__ import annotations
 import pytest
 
 from profsvc_client.client import ProfilerClient, load_source
-from profsvc_client.models import KernelSource, SourceFile
+from profsvc_client.models import KernelSource
 from tests.conftest import FIXTURES
+from tests.faults.problems import LARGE_N, SMALL_N, model_new, source
 
 pytestmark = pytest.mark.gpu
 
-PROBLEM = '''import torch
-import torch.nn as nn
-from torch.utils.cpp_extension import load_inline
-
-N = 1 << 20
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return x * 2.0 + 1.0
-
-
-def get_inputs():
-    p = popcorn_pri
-    return [torch.randn(p.jitter_int(N, align=256), device="cuda")]
-
-
-def get_init_inputs():
-    return []
-
-
-_cpp = """
-torch::Tensor affine(torch::Tensor x);
-torch::Tensor affine_current_stream(torch::Tensor x);
-torch::Tensor nothing(torch::Tensor x);
-torch::Tensor affine_inplace(torch::Tensor x);
-torch::Tensor affine_fixed(torch::Tensor x);
-"""
-_cuda = r"""
-#include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
-#define FIXED_N (1 << 20)
-__global__ void affine_kernel(const float* x, float* y, long n) {
-  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
-  if (i < n) y[i] = x[i] * 2.0f + 1.0f;
-}
-static int blocks(long n) { return (int)((n + 255) / 256); }
-torch::Tensor affine(torch::Tensor x) {
-  auto y = torch::empty_like(x);
-  affine_kernel<<<blocks(x.numel()), 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
-  return y;
-}
-torch::Tensor affine_current_stream(torch::Tensor x) {
-  auto y = torch::empty_like(x);
-  auto stream = at::cuda::getCurrentCUDAStream();
-  affine_kernel<<<blocks(x.numel()), 256, 0, stream>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
-  return y;
-}
-torch::Tensor nothing(torch::Tensor x) { return torch::empty_like(x); }
-torch::Tensor affine_inplace(torch::Tensor x) {
-  affine_kernel<<<blocks(x.numel()), 256>>>(x.data_ptr<float>(), x.data_ptr<float>(), x.numel());
-  return x;
-}
-torch::Tensor affine_fixed(torch::Tensor x) {
-  auto y = torch::empty({FIXED_N}, x.options());
-  long n = x.numel() < FIXED_N ? x.numel() : FIXED_N;
-  affine_kernel<<<blocks(n), 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
-  return y;
-}
-"""
-_ext = load_inline(
-    name="affine_ext",
-    cpp_sources=_cpp,
-    cuda_sources=_cuda,
-    functions=["affine", "affine_current_stream", "nothing", "affine_inplace", "affine_fixed"],
-    extra_cuda_cflags=["-O3"],
-)
-'''
-
 CANDIDATES = {
-    "honest": """
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return _ext.affine(x)
-""",
-    "side_stream": """
-class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.stream = torch.cuda.Stream()
-
-    def forward(self, x):
-        with torch.cuda.stream(self.stream):
-            return _ext.affine_current_stream(x)
-""",
-    "result_cache": """
-_seen = {}
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        key = (x.data_ptr(), tuple(x.shape))
-        if key not in _seen:
-            _seen[key] = _ext.affine(x)
-        return _seen[key]
-""",
-    "writes_nothing": """
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return _ext.nothing(x)
-""",
-    "mutates_input": """
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return _ext.affine_inplace(x)
-""",
-    "hard_coded_shape": """
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return _ext.affine_fixed(x)
-""",
+    "honest": model_new("return _ext.affine(x)"),
+    "side_stream": model_new(
+        "with torch.cuda.stream(self.stream):\n            return _ext.affine_current_stream(x)",
+        init="self.stream = torch.cuda.Stream()",
+    ),
+    "result_cache": model_new(
+        "key = (x.data_ptr(), tuple(x.shape))\n        if key not in SEEN:\n            SEEN[key] = _ext.affine(x)\n"
+        "        return SEEN[key]"
+    ).replace("class ModelNew", "SEEN = {}\n\n\nclass ModelNew"),
+    "writes_nothing": model_new("return _ext.nothing(x)"),
+    "mutates_input": model_new("return _ext.affine_inplace(x)"),
+    "hard_coded_shape": model_new("return _ext.affine_fixed(x)"),
 }
 
 
-def _candidate(name: str) -> KernelSource:
-    return KernelSource(main=SourceFile(name=f"{name}.py", content=(PROBLEM + CANDIDATES[name]).encode()))
+def _candidate(name: str, n: int = SMALL_N) -> KernelSource:
+    return source(name, CANDIDATES[name], n)
 
 
 @pytest.fixture(scope="module")
@@ -187,9 +90,13 @@ def test_hard_coded_shape_is_caught_with_a_message_saying_so(tools):
     assert "hard-code one shape" in correctness.message
 
 
-@pytest.mark.parametrize(("problem", "kernel"), [("seed47.py", "vga_linear_kernel"), ("big.py", "relu2_k")])
+@pytest.mark.parametrize(
+    ("problem", "kernel"),
+    [(load_source(FIXTURES / "seed47.py"), "vga_linear_kernel"), (_candidate("honest", LARGE_N), "affine_kernel")],
+    ids=["seed47", "affine_1GiB"],
+)
 def test_timing_agrees_with_ncu_and_is_never_below_it(tools, problem, kernel):
-    source = load_source(FIXTURES / problem)
+    source = problem
     timing = tools.benchmark(source)
     assert timing.ok, timing.error
     profile = tools.profile(source)

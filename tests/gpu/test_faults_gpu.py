@@ -40,4 +40,4 @@ def test_fault_under_ncu_is_a_result_and_the_gpu_recovers(fault_client):
     faulty = fault_client.profile(source(name, model_new))
     assert not faulty.ok and faulty.error.kind in ("illegal_memory_access", "crash", "worker_exit", "ncu_failed")
     good = fault_client.profile(source(*GOOD[:2]))
-    assert good.ok and good.kernels[0].name == "add_one_kernel"
+    assert good.ok and good.kernels[0].name == "affine_kernel"

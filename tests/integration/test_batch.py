@@ -1,0 +1,221 @@
+"""`profsvc batch`: problems in, one parquet out, resumable; several servers on one channel.
+
+The real path runs against `profsvc serve` on loopback (without a GPU every problem fails, each
+as its own row). The resume logic is tested with a fake per-problem call that interrupts the run,
+because profiling needs a GPU: tests/gpu/test_batch_gpu.py kills and resumes a real batch there.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+
+import pytest
+
+import profsvc
+from profsvc_client import errors
+from profsvc_client.batch import (
+    COLUMNS,
+    Problem,
+    ProgressBar,
+    checkpoint_path,
+    discover,
+    read_checkpoint,
+    read_results,
+    run_batch,
+)
+from profsvc_client.client import ProfilerClient, multi_address_target, service_config
+from profsvc_client.models import FigureValue, KernelResult, ProfileResult
+from tests.conftest import FIXTURES, HAS_GPU, run_cli
+
+pd = pytest.importorskip("pandas", reason="batch results need pandas and pyarrow (pip install 'profsvc-client[batch]')")
+pytest.importorskip("pyarrow", reason="batch results need pandas and pyarrow (pip install 'profsvc-client[batch]')")
+
+EXAMPLES = FIXTURES.parent.parent / "examples"
+no_gpu_only = pytest.mark.skipif(HAS_GPU, reason="checks the answer of a server without a GPU")
+
+
+class FakeProfiler:
+    """Stands in for the server: records each problem it is asked for; raises KeyboardInterrupt on call `stop_at`."""
+
+    def __init__(self, stop_at: int | None = None) -> None:
+        self.calls: list[str] = []
+        self.stop_at = stop_at
+
+    def __call__(self, problem: Problem) -> ProfileResult:
+        self.calls.append(problem.name)
+        if len(self.calls) == self.stop_at:
+            raise KeyboardInterrupt
+        if problem.name == "p5.py":
+            raise errors.InvalidRequest("p5.py defines no ModelNew", errors.Reason.MISSING_SYMBOL)
+        figures = {
+            "duration": FigureValue(value=1000.0 + len(problem.name), unit="ns"),
+            "dram_throughput_pct": FigureValue(value=None, unit="%"),
+        }
+        # p2 launches two kernels: two rows.
+        count = 2 if problem.name == "p2.py" else 1
+        kernels = [KernelResult(name=f"k{i}", launch_index=i, figures=figures) for i in range(count)]
+        return ProfileResult(ok=True, kernels=kernels)
+
+
+@pytest.fixture
+def six_problems(tmp_path):
+    root = tmp_path / "problems"
+    root.mkdir()
+    for i in range(6):
+        (root / f"p{i}.py").write_text(f"# problem {i}\n")
+    return discover(root, metric_set="basic")
+
+
+def test_resume_after_an_interruption(six_problems, tmp_path):
+    out = tmp_path / "out" / "results.parquet"
+    first = FakeProfiler(stop_at=4)
+    with pytest.raises(KeyboardInterrupt):
+        run_batch(six_problems, out, first, concurrency=1)
+    checkpoint = checkpoint_path(out)
+    assert checkpoint.name == "results.parquet.partial.jsonl"
+    assert len(checkpoint.read_text().splitlines()) == 3 and not out.exists()
+    assert len(read_results(checkpoint)) == 4  # p2 has two kernels: a run still going can be read too
+    # A crash in the middle of a write leaves a line cut short: it is ignored, then trimmed.
+    with checkpoint.open("a") as handle:
+        handle.write('{"key": "cut sh')
+
+    second = FakeProfiler()
+    summary = run_batch(six_problems, out, second, concurrency=2)
+    assert sorted(second.calls) == ["p3.py", "p4.py", "p5.py"]  # the three finished ones are not redone
+    assert (summary.total, summary.resumed, summary.ok, summary.rows) == (6, 3, 5, 7)
+    assert summary.failed == {"MISSING_SYMBOL": 1}
+    assert "6 problems (3 from the checkpoint, 3 run): 5 ok, 1 failed (MISSING_SYMBOL 1)" in summary.line()
+    lines = checkpoint.read_text().splitlines()
+    assert len(lines) == 6 and all(json.loads(line) for line in lines)
+
+    frame = read_results(out)
+    assert list(frame.columns) == [*COLUMNS, "dram_throughput_pct", "duration"]
+    assert list(frame["problem"]) == ["p0.py", "p1.py", "p2.py", "p2.py", "p3.py", "p4.py", "p5.py"]
+    assert frame["problem"].nunique() == 6
+    assert str(frame["duration"].dtype) == "float64" and str(frame["dram_throughput_pct"].dtype) == "float64"
+    assert str(frame["launch_index"].dtype) == "Int64" and str(frame["wall_seconds"].dtype) == "float64"
+    assert frame.attrs["units"] == {"duration": "ns", "dram_throughput_pct": "%"}
+    ok = frame[frame["status"] == "ok"]
+    assert (ok["duration"] > 0).all() and ok["dram_throughput_pct"].isna().all()
+    assert list(frame.loc[frame["problem"] == "p2.py", "kernel"]) == ["k0", "k1"]
+    failed = frame[frame["problem"] == "p5.py"].iloc[0]
+    assert failed["status"] == "MISSING_SYMBOL" and "ModelNew" in failed["error"]
+    assert failed["kernel"] == "" and failed["launch_index"] is pd.NA and pd.isna(failed["duration"])
+    assert set(frame["metric_set"]) == {"basic"} and set(frame["tags"]) == {"{}"}
+    assert profsvc.read_results(out).equals(frame)
+
+    # Everything is in the checkpoint: a third run profiles nothing and writes the same table.
+    third = FakeProfiler()
+    assert run_batch(six_problems, out, third).resumed == 6 and third.calls == []
+
+
+def test_a_changed_file_is_profiled_again(six_problems, tmp_path):
+    out = tmp_path / "results.parquet"
+    run_batch(six_problems, out, FakeProfiler())
+    six_problems[0].path.write_text("# problem 0, edited\n")
+    again = FakeProfiler()
+    run_batch(discover(six_problems[0].path.parent, metric_set="basic"), out, again)
+    assert again.calls == ["p0.py"]
+    rerun = FakeProfiler()
+    run_batch(discover(six_problems[0].path.parent, metric_set="full"), out, rerun)
+    assert len(rerun.calls) == 6  # another metric set is another measurement
+
+
+def test_manifest(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "one.cu").write_text("int main() { return 0; }\n")
+    (tmp_path / "two.py").write_text("# two\n")
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text(
+        '{"file": "a/one.cu", "kernel": "saxpy", "tags": {"level": "1"}}\n\n{"file": "two.py", "metric_set": "full"}\n'
+    )
+    one, two = discover(manifest, kernel_regex="default_re", metric_set="basic")
+    assert (one.name, one.kernel_regex, one.metric_set, dict(one.tags)) == (
+        "a/one.cu",
+        "saxpy",
+        "basic",
+        {"level": "1"},
+    )
+    assert (two.name, two.kernel_regex, two.metric_set) == ("two.py", "default_re", "full")
+    assert one.path == tmp_path / "a" / "one.cu"
+
+    for line, message in [
+        ("not json", "manifest.jsonl:1: not JSON"),
+        ('{"kernel": "x"}', '"file" string'),
+        ('{"file": "two.py", "tag": {}}', "unknown keys tag"),
+        ('{"file": "two.py", "tags": {"n": 1}}', '"tags" must map strings to strings'),
+        ('{"file": "missing.py"}', "cannot read problem file"),
+        ('{"file": "two.py"}\n{"file": "two.py"}', "two.py appears twice"),
+    ]:
+        manifest.write_text(line + "\n")
+        with pytest.raises(errors.InvalidRequest, match=message):
+            discover(manifest)
+
+
+@no_gpu_only
+def test_cli_batch_against_a_server_without_gpu(served, tmp_path):
+    problems = tmp_path / "problems"
+    (problems / "level2").mkdir(parents=True)
+    (problems / "__pycache__").mkdir()
+    shutil.copy(FIXTURES / "seed47.py", problems / "level2" / "seed47.py")
+    shutil.copy(EXAMPLES / "saxpy.cu", problems / "saxpy.cu")
+    (problems / "empty.py").write_text("")
+    (problems / "__pycache__" / "skipped.py").write_text("")
+    (problems / "notes.txt").write_text("not a problem")
+    out = tmp_path / "results.parquet"
+
+    done = run_cli("batch", problems, "--out", out, "--server", served, "--concurrency", "2")
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("profsvc batch: 3 problems (0 from the checkpoint, 3 run)")
+    frame = read_results(out)
+    assert list(frame.columns) == list(COLUMNS)  # nothing was profiled: no figure columns
+    statuses = dict(zip(frame["problem"], frame["status"], strict=True))
+    assert statuses == {"empty.py": "EMPTY_SOURCE", "level2/seed47.py": "NO_GPU", "saxpy.cu": "NO_GPU"}
+    assert frame["error"].str.len().min() > 0 and frame["launch_index"].isna().all()
+    assert (frame["wall_seconds"] > 0).all()
+
+    # A rerun tries again what failed for the server's sake (no GPU), not what failed for the problem's.
+    again = run_cli("batch", problems, "--out", out, "--server", served)
+    assert "3 problems (1 from the checkpoint, 2 run)" in again.stderr
+    assert len(read_checkpoint(checkpoint_path(out))) == 3
+    assert len(checkpoint_path(out).read_text().splitlines()) == 5
+
+
+def test_cli_batch_bad_input_is_one_line(served, tmp_path):
+    done = run_cli("batch", tmp_path / "nothing", "--out", tmp_path / "r.parquet", "--server", served)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "neither a directory of problems nor a JSONL manifest" in done.stderr
+
+
+def test_progress_bar_only_on_a_terminal():
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal, pipe = Terminal(), io.StringIO()
+    for stream in (terminal, pipe):
+        bar = ProgressBar(4, stream)
+        bar.update(True)
+        bar.update(False)
+        bar.close()
+    assert (
+        "2/4  50 %" in terminal.getvalue() and "/s  ETA " in terminal.getvalue() and "1 failed" in terminal.getvalue()
+    )
+    assert pipe.getvalue() == ""
+
+
+def test_several_servers_make_one_round_robin_channel(served):
+    port = served.rpartition(":")[2]
+    assert multi_address_target("127.0.0.1:1, localhost:2") == "ipv4:127.0.0.1:1,127.0.0.1:2"
+    assert json.loads(service_config("round_robin")) == {"loadBalancingConfig": [{"round_robin": {}}]}
+    with pytest.raises(errors.InvalidRequest, match="not HOST:PORT"):
+        multi_address_target("127.0.0.1:1,gpu-host")
+    with pytest.raises(errors.InvalidRequest, match="cannot resolve"):
+        multi_address_target("127.0.0.1:1,no-such-host.invalid:50051")
+    # A dead address next to a live one: round_robin sends every call to the live one.
+    with ProfilerClient(f"127.0.0.1:1,localhost:{port}", timeout=30) as client:
+        assert client.target == f"ipv4:127.0.0.1:1,127.0.0.1:{port}"
+        for _ in range(4):
+            assert client.capabilities().server_version
