@@ -59,7 +59,7 @@ def evaluate_rules(kernel: KernelResult, catalog: Catalog, rules: RuleTable) -> 
         speedups[rule.id] = min(speedup, cap) if speedup is not None and cap is not None else speedup
     explained = {ancestor for rule in fired for ancestor in rules.ancestors[rule.id]}
     hints = [_hint(rule, values, speedups[rule.id], rules.units, kernel) for rule in fired if rule.id not in explained]
-    return rank_hints(hints + ncu_hints(kernel, fired))
+    return rank_hints(hints + ncu_hints(kernel, fired, rules.ncu_informational))
 
 
 def _hint(
@@ -96,11 +96,16 @@ def source_lines(kernel: KernelResult, stall: str) -> list[str]:
     return lines[:MAX_SOURCE_LINES]
 
 
-def ncu_hints(kernel: KernelResult, covering: Iterable[Rule]) -> list[Hint]:
-    """Nsight Compute's OPT and WRN results as hints, without those a fired profsvc rule covers."""
+def ncu_hints(
+    kernel: KernelResult, covering: Iterable[Rule], informational: frozenset[str] = frozenset()
+) -> list[Hint]:
+    """Nsight Compute's OPT and WRN results as hints, without those a fired profsvc rule covers.
+
+    Results of `informational` rules are kept but ranked as 0 %: their lever is not in the kernel's code.
+    """
     covered = {ref for rule in covering for ref in rule.covers_ncu}
     return [
-        _ncu_hint(result)
+        _ncu_hint(result, result.rule_id in informational)
         for result in kernel.ncu_rules
         if result.type in NCU_SEVERITY
         and result.rule_id not in covered
@@ -108,11 +113,13 @@ def ncu_hints(kernel: KernelResult, covering: Iterable[Rule]) -> list[Hint]:
     ]
 
 
-def _ncu_hint(result: NcuRuleResult) -> Hint:
+def _ncu_hint(result: NcuRuleResult, informational: bool) -> Hint:
     message = result.message
     speedup = 0.0
     if result.estimated_speedup_pct is not None and math.isfinite(result.estimated_speedup_pct):
-        if result.speedup_type == "global":
+        if informational:
+            message += f" (ncu estimates {result.estimated_speedup_pct:.0f} %; the lever is outside the kernel's code.)"
+        elif result.speedup_type == "global":
             speedup = min(100.0, max(0.0, result.estimated_speedup_pct))
         else:
             # A local estimate is the gain of one unit, not of the runtime: quote it, rank it as unknown.

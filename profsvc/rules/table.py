@@ -203,6 +203,7 @@ class RuleTable(BaseModel):
 
     rules: tuple[Rule, ...]
     units: dict[str, str]
+    ncu_informational: frozenset[str] = frozenset()
 
     @cached_property
     def by_id(self) -> dict[str, Rule]:
@@ -278,7 +279,10 @@ def parse_rules(data: dict[str, Any], catalog: Catalog) -> RuleTable:
     ordered = _parents_first(rules)
     if unknown:
         raise UnknownFigureError(unknown)
-    return RuleTable(rules=tuple(ordered), units=units)
+    informational = data.get("ncu_informational", [])
+    if not isinstance(informational, list) or not all(isinstance(i, str) and i for i in informational):
+        raise RuleTableError("ncu_informational must be a list of ncu rule ids")
+    return RuleTable(rules=tuple(ordered), units=units, ncu_informational=frozenset(informational))
 
 
 @lru_cache(maxsize=1)

@@ -29,7 +29,8 @@ def test_archetype_end_to_end(counters_client, name):
         assert PLANTED[name] in [h.rule_id for h in kernel.hints[:2]], [h.rule_id for h in kernel.hints[:5]]
     if name in BOUND:
         assert kernel.roofline.bound == BOUND[name]
-    assert kernel.hotspots and kernel.hotspots[0].file == f"{name}.cu"
+    # Lines of the user's file are among the hotspots (inlined CUDA headers, such as WMMA's, may lead).
+    assert any(h.file == f"{name}.cu" for h in kernel.hotspots)
     assert {a.name for a in result.artifacts} >= {"report.ncu-rep", "roofline.png", "roofline.svg"}
 
 

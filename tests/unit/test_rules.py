@@ -511,3 +511,12 @@ def test_a_broken_rule_in_the_shipped_file_is_named(catalog):
     data["rule"][0]["condition"] += " and"
     with pytest.raises(RuleTableError, match=repr(data["rule"][0]["id"])):
         parse_rules(data, catalog)
+
+
+def test_informational_ncu_results_stay_but_rank_last(catalog, rules):
+    kernel = analyze_report(FIXTURES / "big_full.ncu-rep").kernels[0]
+    hints = evaluate_rules(kernel, catalog, rules)
+    compression = next(h for h in hints if h.rule_id == "MemoryL2Compression")
+    assert compression.origin == "ncu" and compression.estimated_speedup_pct == 0.0
+    assert "outside the kernel's code" in compression.message
+    assert [h.rule_id for h in hints[:2]] != ["dram_near_peak", "MemoryL2Compression"]
