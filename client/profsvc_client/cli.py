@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-cert", type=Path, default=None, help="serve TLS with this PEM certificate chain")
     serve.add_argument("--tls-key", type=Path, default=None, help="the PEM private key of --tls-cert")
     serve.add_argument("--insecure", action="store_true", help="allow a non-loopback --host without a token")
+    serve.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus /metrics on this port")
 
     caps = commands.add_parser("capabilities", help="what the server offers (GPUs, ncu, metric sets)")
     _add_target(caps)
@@ -270,12 +271,15 @@ def _serve(args: argparse.Namespace) -> int:
 
         from profsvc.config import ServerConfig
         from profsvc.server.app import serve
+        from profsvc.telemetry import JsonFormatter
     except ImportError:
         raise errors.PreconditionFailed(
             "`profsvc serve` needs the server package: pip install profsvc", errors.Reason.UNAVAILABLE
         ) from None
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    options: dict[str, object] = {"host": args.host, "port": args.port}
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter())
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    options: dict[str, object] = {"host": args.host, "port": args.port, "metrics_port": args.metrics_port}
     if args.state_dir is not None:
         options["state_dir"] = args.state_dir
     security = {"tls_cert": args.tls_cert, "tls_key": args.tls_key, "insecure": args.insecure}
