@@ -15,6 +15,7 @@ from pathlib import Path
 
 from profsvc_client import errors
 from profsvc_client.client import ProfilerClient, load_source
+from profsvc_client.markdown import render_evaluation_markdown, render_markdown
 from profsvc_client.models import (
     BenchmarkResult,
     CompileResult,
@@ -41,7 +42,9 @@ def _add_connection(parser: argparse.ArgumentParser) -> None:
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
     _add_connection(parser)
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+    parser.add_argument(
+        "--format", choices=("text", "json", "md"), default="text", help="text, json, or md (Markdown for a PR)"
+    )
 
 
 def _add_session(parser: argparse.ArgumentParser) -> None:
@@ -207,9 +210,8 @@ def _emit_result(result: ProfileResult, args: argparse.Namespace, client: Profil
         (args.out / "report.txt").write_text(result.report_text)
         for artifact in result.artifacts:
             client.download_artifact(artifact.id, args.out)
-    print(result.model_dump_json(indent=2) if args.format == "json" else result.report_text, end="")
-    if args.format == "json":
-        print()
+    rendered = {"json": lambda: result.model_dump_json(indent=2) + "\n", "md": lambda: render_markdown(result)}
+    print(rendered.get(args.format, lambda: result.report_text)(), end="")
     return EXIT_OK if result.ok else EXIT_RESULT_FAILED
 
 
@@ -255,10 +257,12 @@ def _run_tool(client: ProfilerClient, args: argparse.Namespace) -> int:
             )
         finally:
             progress.close()
-        text = result.report_text
-    print(
-        result.model_dump_json(indent=2) if args.format == "json" else text, end="\n" if args.format == "json" else ""
-    )
+        text = render_evaluation_markdown(result) if args.format == "md" else result.report_text
+    if args.format == "json":
+        text = result.model_dump_json(indent=2) + "\n"
+    elif args.format == "md" and not isinstance(result, EvaluateResult):
+        text = f"```text\n{text}```\n"
+    print(text, end="")
     return EXIT_OK if result.ok else EXIT_RESULT_FAILED
 
 

@@ -12,8 +12,7 @@ from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import Message
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
+from google.rpc import error_details_pb2, status_pb2
 from pydantic import BaseModel
 
 from profsvc_client import errors
@@ -36,6 +35,7 @@ from profsvc_client.models import (
 )
 
 R = TypeVar("R", bound=BaseModel)
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 # Reports and results can be large; gRPC's default limit is 4 MiB.
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
@@ -86,10 +86,19 @@ def load_source(
     return source
 
 
+def _status_details(error: grpc.RpcError) -> status_pb2.Status | None:
+    # Sync calls and grpc.aio errors both carry the rich status in this trailing metadata entry.
+    trailing = error.trailing_metadata() if hasattr(error, "trailing_metadata") else None
+    for key, value in trailing or ():
+        if key == STATUS_DETAILS_KEY:
+            return status_pb2.Status.FromString(value)
+    return None
+
+
 def translate_error(error: grpc.RpcError) -> errors.ProfsvcError:
-    """Turn a gRPC error into the profsvc exception its ErrorInfo reason names."""
-    status = rpc_status.from_call(error) if isinstance(error, grpc.Call) else None
-    message = error.details() if isinstance(error, grpc.Call) else str(error)
+    """Turn a gRPC error (sync or grpc.aio) into the profsvc exception its ErrorInfo reason names."""
+    status = _status_details(error)
+    message = error.details() if hasattr(error, "details") else str(error)
     request_id = ""
     if status is not None:
         for detail in status.details:
@@ -101,11 +110,53 @@ def translate_error(error: grpc.RpcError) -> errors.ProfsvcError:
                 except ValueError:
                     break
                 return errors.error_for(reason, message or "", request_id)
-    code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
+    code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
     cls = errors.CODE_CLASSES.get(code, errors.InternalError)
     if code == grpc.StatusCode.UNAVAILABLE:
         message = f"no profsvc server answered: {message}"
     return cls(message or code.name, None, request_id)
+
+
+def profile_request(
+    source: KernelSource, kernel_filter: KernelFilter | None, metric_set: str, session_id: str
+) -> pb.ProfileRequest:
+    """The ProfileRequest for these arguments (shared by the sync and asyncio clients)."""
+    return pb.ProfileRequest(
+        source=to_proto(source, pb.KernelSource),
+        filter=to_proto(kernel_filter or KernelFilter(), pb.KernelFilter),
+        metric_set=metric_set,
+        session_id=session_id,
+    )
+
+
+def analyze_request(
+    report: bytes | str | Path, kernel_filter: KernelFilter | None, session_id: str
+) -> pb.AnalyzeRequest:
+    """The AnalyzeRequest for a report given as a path or as its bytes."""
+    filename = ""
+    if isinstance(report, str | Path):
+        filename = Path(report).name
+        report = Path(report).read_bytes()
+    return pb.AnalyzeRequest(
+        report=report,
+        filename=filename,
+        filter=to_proto(kernel_filter or KernelFilter(), pb.KernelFilter),
+        session_id=session_id,
+    )
+
+
+def channel_setup(
+    target: str, load_balancing: str | None, options: Sequence[tuple[str, str | int]]
+) -> tuple[str, list[tuple[str, str | int]]]:
+    """The channel target and options: several HOST:PORTs become one round_robin channel."""
+    channel_options = [*CHANNEL_OPTIONS, *options]
+    if "," in target and not target.startswith(("ipv4:", "ipv6:")):
+        # TLS checks certificates against the channel's authority: keep the first name, not an address.
+        channel_options.append(("grpc.default_authority", target.split(",")[0].strip()))
+        target, load_balancing = multi_address_target(target), load_balancing or "round_robin"
+    if load_balancing:
+        channel_options.append(("grpc.service_config", service_config(load_balancing)))
+    return target, channel_options
 
 
 @contextmanager
@@ -137,14 +188,7 @@ class ProfilerClient:
         load_balancing: str | None = None,
         options: Sequence[tuple[str, str | int]] = (),
     ) -> None:
-        channel_options = [*CHANNEL_OPTIONS, *options]
-        if "," in target and not target.startswith(("ipv4:", "ipv6:")):
-            # Several HOST:PORTs: one channel whose policy spreads calls over all of them. TLS checks
-            # certificates against the channel's authority: keep the first name, not a resolved address.
-            channel_options.append(("grpc.default_authority", target.split(",")[0].strip()))
-            target, load_balancing = multi_address_target(target), load_balancing or "round_robin"
-        if load_balancing:
-            channel_options.append(("grpc.service_config", service_config(load_balancing)))
+        target, channel_options = channel_setup(target, load_balancing, options)
         self.target = target
         self.timeout = timeout
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
@@ -193,12 +237,7 @@ class ProfilerClient:
 
         With a `session_id`, the result carries a delta table against the session's previous result.
         """
-        request = pb.ProfileRequest(
-            source=to_proto(source, pb.KernelSource),
-            filter=to_proto(kernel_filter or KernelFilter(), pb.KernelFilter),
-            metric_set=metric_set,
-            session_id=session_id,
-        )
+        request = profile_request(source, kernel_filter, metric_set, session_id)
         return self._stream(self._stub.Profile, request, ProfileResult, on_progress)
 
     def _stream(
@@ -257,16 +296,7 @@ class ProfilerClient:
         self, report: bytes | str | Path, *, kernel_filter: KernelFilter | None = None, session_id: str = ""
     ) -> ProfileResult:
         """Analyze an existing .ncu-rep (a path or its bytes) on the server (a session adds a delta table)."""
-        filename = ""
-        if isinstance(report, str | Path):
-            filename = Path(report).name
-            report = Path(report).read_bytes()
-        request = pb.AnalyzeRequest(
-            report=report,
-            filename=filename,
-            filter=to_proto(kernel_filter or KernelFilter(), pb.KernelFilter),
-            session_id=session_id,
-        )
+        request = analyze_request(report, kernel_filter, session_id)
         with _translated():
             reply = self._stub.Analyze(request, metadata=self._metadata, timeout=self.timeout)
         return to_model(reply.result, ProfileResult)
@@ -287,4 +317,14 @@ class ProfilerClient:
         return path
 
 
-__all__ = ["ProfilerClient", "SourceKind", "load_source", "multi_address_target", "service_config", "translate_error"]
+__all__ = [
+    "ProfilerClient",
+    "SourceKind",
+    "analyze_request",
+    "channel_setup",
+    "load_source",
+    "multi_address_target",
+    "profile_request",
+    "service_config",
+    "translate_error",
+]

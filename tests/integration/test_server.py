@@ -188,3 +188,49 @@ def test_session_delta_judged_by_better_direction(client, served):
     assert "Delta vs previous iteration" in other.report_text
     cli = run_cli("analyze", FIXTURES / "seed47_full.ncu-rep", "--server", served, "--session", "cli-session")
     assert cli.returncode == 0
+
+
+def test_asyncio_client_same_verbs(server, tmp_path):
+    import asyncio
+
+    from profsvc_client.aio import AsyncProfilerClient
+
+    async def run() -> None:
+        async with AsyncProfilerClient(server, timeout=120) as client:
+            assert (await client.capabilities()).server_version
+            result = await client.analyze(FIXTURES / "seed47_full.ncu-rep")
+            assert result.kernels[0].name == "vga_linear_kernel"
+            assert (await client.static_check(load_source(FIXTURES / "seed47.py"))).ok
+            chart = next(a for a in result.artifacts if a.name == "roofline.png")
+            assert (await client.download_artifact(chart.id, tmp_path)).read_bytes().startswith(b"\x89PNG")
+            with pytest.raises(errors.InvalidRequest):
+                await client.analyze(b"garbage")
+            if not HAS_GPU:
+                with pytest.raises(errors.PreconditionFailed):
+                    await client.profile(load_source(FIXTURES / "seed47.py"))
+
+    asyncio.run(run())
+
+
+def test_markdown_report_for_a_pull_request(served):
+    done = run_cli("analyze", FIXTURES / "seed47_lineinfo.ncu-rep", "--server", served, "--format", "md")
+    assert done.returncode == 0, done.stderr
+    assert "| kernel | Duration |" in done.stdout and "| `vga_linear_kernel` |" in done.stdout
+    assert "**Hints**" in done.stdout and "| long_scoreboard |" in done.stdout
+    assert "```cuda" in done.stdout and "fmaf" in done.stdout
+
+
+def test_example_agent_loop_runs_until_the_gpu_step(served):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "agent_loop.py"), str(FIXTURES / "seed47.py"), "--server", served],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert "static_check: clean" in done.stdout
+    if not HAS_GPU:
+        # Compile imports the problem (no GPU needed); correctness needs the GPU this machine lacks.
+        assert done.returncode == 2 and "NO_GPU" in done.stderr

@@ -1,0 +1,173 @@
+"""`AsyncProfilerClient`: the same verbs as `ProfilerClient`, for asyncio harnesses (grpc.aio)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import Message
+from pydantic import BaseModel
+
+from profsvc_client import errors
+from profsvc_client._proto import profiler_pb2 as pb
+from profsvc_client._proto import profiler_pb2_grpc as pb_grpc
+from profsvc_client.client import analyze_request, channel_setup, profile_request, translate_error
+from profsvc_client.convert import to_model, to_proto
+from profsvc_client.models import (
+    BenchmarkResult,
+    Capabilities,
+    CompileResult,
+    CorrectnessResult,
+    EvaluateResult,
+    KernelFilter,
+    KernelSource,
+    ProfileResult,
+    Progress,
+    StaticCheckResult,
+)
+
+R = TypeVar("R", bound=BaseModel)
+ProgressCallback = Callable[[Progress], Awaitable[None] | None]
+
+
+@asynccontextmanager
+async def _translated() -> AsyncIterator[None]:
+    try:
+        yield
+    except grpc.RpcError as error:
+        raise translate_error(error) from None
+
+
+class AsyncProfilerClient:
+    """Talks to a profsvc server over grpc.aio.
+
+    >>> async with AsyncProfilerClient("gpu-host:50051") as client:
+    ...     result = await client.evaluate(load_source("kernel.py"))
+    """
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        token: str | None = None,
+        tls: bool = False,
+        root_certificates: bytes | None = None,
+        timeout: float | None = None,
+        load_balancing: str | None = None,
+        options: Sequence[tuple[str, str | int]] = (),
+    ) -> None:
+        target, channel_options = channel_setup(target, load_balancing, options)
+        self.target = target
+        self.timeout = timeout
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        if tls or root_certificates:
+            credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)
+            self._channel = grpc.aio.secure_channel(target, credentials, options=channel_options)
+        else:
+            self._channel = grpc.aio.insecure_channel(target, options=channel_options)
+        self._stub = pb_grpc.ProfilerStub(self._channel)
+
+    async def close(self) -> None:
+        """Close the channel."""
+        await self._channel.close()
+
+    async def __aenter__(self) -> AsyncProfilerClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _unary(self, method: Callable[..., Any], request: Message) -> Any:
+        async with _translated():
+            return await method(request, metadata=self._metadata, timeout=self.timeout)
+
+    async def _stream(
+        self, method: Callable[..., Any], request: Message, result_type: type[R], on_progress: ProgressCallback | None
+    ) -> R:
+        async with _translated():
+            async for event in method(request, metadata=self._metadata, timeout=self.timeout):
+                if event.HasField("result"):
+                    return to_model(event.result, result_type)
+                if on_progress is not None:
+                    awaited = on_progress(to_model(event.progress, Progress))
+                    if awaited is not None:
+                        await awaited
+        raise errors.InternalError("the server closed the stream without a result")
+
+    async def capabilities(self) -> Capabilities:
+        """The server's GPUs, versions and metric sets."""
+        return to_model(await self._unary(self._stub.GetCapabilities, pb.GetCapabilitiesRequest()), Capabilities)
+
+    async def compile(self, source: KernelSource) -> CompileResult:
+        """Build a source; a compile error comes back as `ok=False` with diagnostics."""
+        reply = await self._unary(self._stub.Compile, pb.CompileRequest(source=to_proto(source, pb.KernelSource)))
+        return to_model(reply.result, CompileResult)
+
+    async def static_check(self, source: KernelSource) -> StaticCheckResult:
+        """AST rules for benchmark gaming over the candidate; nothing runs."""
+        request = pb.StaticCheckRequest(source=to_proto(source, pb.KernelSource))
+        return to_model((await self._unary(self._stub.StaticCheck, request)).result, StaticCheckResult)
+
+    async def check_correctness(self, source: KernelSource, *, trials: int = 0) -> CorrectnessResult:
+        """Run the candidate against the reference on fresh inputs."""
+        request = pb.CheckCorrectnessRequest(source=to_proto(source, pb.KernelSource), trials=trials)
+        return to_model((await self._unary(self._stub.CheckCorrectness, request)).result, CorrectnessResult)
+
+    async def benchmark(self, source: KernelSource, *, trials: int = 0) -> BenchmarkResult:
+        """Time candidate and reference the same way."""
+        request = pb.BenchmarkRequest(source=to_proto(source, pb.KernelSource), trials=trials)
+        return to_model((await self._unary(self._stub.Benchmark, request)).result, BenchmarkResult)
+
+    async def profile(
+        self,
+        source: KernelSource,
+        *,
+        kernel_filter: KernelFilter | None = None,
+        metric_set: str = "",
+        session_id: str = "",
+        on_progress: ProgressCallback | None = None,
+    ) -> ProfileResult:
+        """Profile under ncu; `on_progress` (plain or async) sees each progress event."""
+        request = profile_request(source, kernel_filter, metric_set, session_id)
+        return await self._stream(self._stub.Profile, request, ProfileResult, on_progress)
+
+    async def evaluate(
+        self,
+        source: KernelSource,
+        *,
+        trials: int = 0,
+        skip_profile: bool = False,
+        session_id: str = "",
+        on_progress: ProgressCallback | None = None,
+    ) -> EvaluateResult:
+        """Static check, compile, correctness, timing, memory, launches, SOL and a short profile."""
+        request = pb.EvaluateRequest(
+            source=to_proto(source, pb.KernelSource), trials=trials, skip_profile=skip_profile, session_id=session_id
+        )
+        return await self._stream(self._stub.Evaluate, request, EvaluateResult, on_progress)
+
+    async def analyze(
+        self, report: bytes | str | Path, *, kernel_filter: KernelFilter | None = None, session_id: str = ""
+    ) -> ProfileResult:
+        """Analyze an existing .ncu-rep (a path or its bytes) on the server."""
+        reply = await self._unary(self._stub.Analyze, analyze_request(report, kernel_filter, session_id))
+        return to_model(reply.result, ProfileResult)
+
+    async def download_artifact(self, artifact_id: str, destination: str | Path) -> Path:
+        """Save an artifact a result names into `destination` (a directory or a file path)."""
+        dest = Path(destination)
+        path: Path | None = None
+        async with _translated():
+            call = self._stub.GetArtifact(pb.GetArtifactRequest(id=artifact_id), metadata=self._metadata)
+            async for chunk in call:
+                if path is None:
+                    path = dest / chunk.name if dest.is_dir() else dest
+                    path.write_bytes(b"")
+                with path.open("ab") as out:
+                    out.write(chunk.chunk)
+        if path is None:
+            raise errors.InternalError("the server sent no chunk of the artifact")
+        return path
