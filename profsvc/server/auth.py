@@ -8,6 +8,7 @@ from typing import Any
 
 import grpc
 
+from profsvc.server.handlers import same_shape
 from profsvc.server.status import new_request_id, to_status
 from profsvc_client.errors import Reason, Unauthenticated
 
@@ -35,17 +36,7 @@ def _deny(handler: grpc.RpcMethodHandler, message: str) -> grpc.RpcMethodHandler
         for never in ():
             yield never
 
-    make = {
-        (False, False): grpc.unary_unary_rpc_method_handler,
-        (False, True): grpc.unary_stream_rpc_method_handler,
-        (True, False): grpc.stream_unary_rpc_method_handler,
-        (True, True): grpc.stream_stream_rpc_method_handler,
-    }[(handler.request_streaming, handler.response_streaming)]
-    return make(
-        abort_stream if handler.response_streaming else abort,
-        request_deserializer=handler.request_deserializer,
-        response_serializer=handler.response_serializer,
-    )
+    return same_shape(handler, abort_stream if handler.response_streaming else abort)
 
 
 class TokenInterceptor(grpc.aio.ServerInterceptor):

@@ -7,6 +7,7 @@ from typing import Any
 
 import grpc
 
+from profsvc.server.handlers import same_shape
 from profsvc.server.status import new_request_id
 from profsvc.telemetry import REQUEST_ID, Telemetry
 
@@ -68,10 +69,6 @@ class RequestInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or handler.request_streaming:
             return handler
         method = handler_call_details.method.rsplit("/", 1)[-1]
-        serializers = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
-        }
         if handler.response_streaming:
-            return grpc.unary_stream_rpc_method_handler(self._streaming(handler.unary_stream, method), **serializers)
-        return grpc.unary_unary_rpc_method_handler(self._unary(handler.unary_unary, method), **serializers)
+            return same_shape(handler, self._streaming(handler.unary_stream, method))
+        return same_shape(handler, self._unary(handler.unary_unary, method))
