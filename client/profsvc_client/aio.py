@@ -14,7 +14,14 @@ from pydantic import BaseModel
 from profsvc_client import errors
 from profsvc_client._proto import profiler_pb2 as pb
 from profsvc_client._proto import profiler_pb2_grpc as pb_grpc
-from profsvc_client.client import analyze_request, channel_setup, profile_request, translate_error
+from profsvc_client.client import (
+    analyze_request,
+    auth_metadata,
+    channel_setup,
+    open_channel,
+    profile_request,
+    translate_error,
+)
 from profsvc_client.convert import to_model, to_proto
 from profsvc_client.models import (
     BenchmarkResult,
@@ -62,12 +69,8 @@ class AsyncProfilerClient:
         target, channel_options = channel_setup(target, load_balancing, options)
         self.target = target
         self.timeout = timeout
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        if tls or root_certificates:
-            credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)
-            self._channel = grpc.aio.secure_channel(target, credentials, options=channel_options)
-        else:
-            self._channel = grpc.aio.insecure_channel(target, options=channel_options)
+        self._metadata = auth_metadata(token)
+        self._channel = open_channel(grpc.aio, target, tls, root_certificates, channel_options)
         self._stub = pb_grpc.ProfilerStub(self._channel)
 
     async def close(self) -> None:

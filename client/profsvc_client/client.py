@@ -159,6 +159,21 @@ def channel_setup(
     return target, channel_options
 
 
+def auth_metadata(token: str | None) -> tuple[tuple[str, str], ...]:
+    """The call metadata carrying a bearer token (none without one)."""
+    return (("authorization", f"Bearer {token}"),) if token else ()
+
+
+def open_channel(
+    module: Any, target: str, tls: bool, root_certificates: bytes | None, options: list[tuple[str, str | int]]
+) -> Any:
+    """A channel from `module` (grpc, or grpc.aio): TLS when asked for or when a CA is given."""
+    if tls or root_certificates:
+        credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)
+        return module.secure_channel(target, credentials, options=options)
+    return module.insecure_channel(target, options=options)
+
+
 @contextmanager
 def _translated() -> Iterator[None]:
     try:
@@ -191,12 +206,8 @@ class ProfilerClient:
         target, channel_options = channel_setup(target, load_balancing, options)
         self.target = target
         self.timeout = timeout
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        if tls or root_certificates:
-            credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)
-            self._channel = grpc.secure_channel(target, credentials, options=channel_options)
-        else:
-            self._channel = grpc.insecure_channel(target, options=channel_options)
+        self._metadata = auth_metadata(token)
+        self._channel = open_channel(grpc, target, tls, root_certificates, channel_options)
         self._stub = pb_grpc.ProfilerStub(self._channel)
 
     def close(self) -> None:
