@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,15 +13,7 @@ from pydantic import BaseModel
 
 from profsvc_client import errors
 from profsvc_client._proto import profiler_pb2 as pb
-from profsvc_client._proto import profiler_pb2_grpc as pb_grpc
-from profsvc_client.client import (
-    analyze_request,
-    auth_metadata,
-    channel_setup,
-    open_channel,
-    profile_request,
-    translate_error,
-)
+from profsvc_client.client import _Connection, analyze_request, profile_request, translate_error
 from profsvc_client.convert import to_model, to_proto
 from profsvc_client.models import (
     BenchmarkResult,
@@ -48,30 +40,14 @@ async def _translated() -> AsyncIterator[None]:
         raise translate_error(error) from None
 
 
-class AsyncProfilerClient:
+class AsyncProfilerClient(_Connection):
     """Talks to a profsvc server over grpc.aio.
 
     >>> async with AsyncProfilerClient("gpu-host:50051") as client:
     ...     result = await client.evaluate(load_source("kernel.py"))
     """
 
-    def __init__(
-        self,
-        target: str,
-        *,
-        token: str | None = None,
-        tls: bool = False,
-        root_certificates: bytes | None = None,
-        timeout: float | None = None,
-        load_balancing: str | None = None,
-        options: Sequence[tuple[str, str | int]] = (),
-    ) -> None:
-        target, channel_options = channel_setup(target, load_balancing, options)
-        self.target = target
-        self.timeout = timeout
-        self._metadata = auth_metadata(token)
-        self._channel = open_channel(grpc.aio, target, tls, root_certificates, channel_options)
-        self._stub = pb_grpc.ProfilerStub(self._channel)
+    _transport = grpc.aio
 
     async def close(self) -> None:
         """Close the channel."""

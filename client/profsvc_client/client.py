@@ -182,15 +182,10 @@ def _translated() -> Iterator[None]:
         raise translate_error(error) from None
 
 
-class ProfilerClient:
-    """Talks to a profsvc server over gRPC and returns typed results.
+class _Connection:
+    """The channel, stub and call settings both clients share; `_transport` is grpc or grpc.aio."""
 
-    >>> client = ProfilerClient("gpu-host:50051", token="...")
-    >>> result = client.profile(load_source("kernel.py"))
-
-    A target that lists several servers ("h1:50051,h2:50051") opens one channel over all of them
-    with gRPC's round_robin policy; `load_balancing` names another policy, `options` adds channel options.
-    """
+    _transport: Any = grpc
 
     def __init__(
         self,
@@ -207,8 +202,19 @@ class ProfilerClient:
         self.target = target
         self.timeout = timeout
         self._metadata = auth_metadata(token)
-        self._channel = open_channel(grpc, target, tls, root_certificates, channel_options)
+        self._channel = open_channel(self._transport, target, tls, root_certificates, channel_options)
         self._stub = pb_grpc.ProfilerStub(self._channel)
+
+
+class ProfilerClient(_Connection):
+    """Talks to a profsvc server over gRPC and returns typed results.
+
+    >>> client = ProfilerClient("gpu-host:50051", token="...")
+    >>> result = client.profile(load_source("kernel.py"))
+
+    A target that lists several servers ("h1:50051,h2:50051") opens one channel over all of them
+    with gRPC's round_robin policy; `load_balancing` names another policy, `options` adds channel options.
+    """
 
     def close(self) -> None:
         """Close the channel."""
