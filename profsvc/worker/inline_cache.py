@@ -2,21 +2,30 @@
 
 Installed in the worker before the user's module is imported, so the module's
 own `from torch.utils.cpp_extension import load_inline` picks up the wrapper.
-The wrapper only chooses the build directory (by the hash of everything that
-decides the build) and, for profiling, adds `-lineinfo` so ncu can map samples
-to CUDA source lines; torch still does the build.
+The wrapper chooses the build directory (by the hash of everything that
+decides the build), adds `-lineinfo` for profiling so ncu can map samples to
+CUDA source lines, and takes the fast route where the source allows it: the
+torch headers kept out of nvcc's translation unit (inline_split) and a
+precompiled `torch/extension.h` for g++. torch still does the build; when the
+fast route fails, the call is built exactly as the user wrote it, so every
+compile error is reported against the user's own source.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import inspect
 import json
 import os
+import re
+import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from profsvc.worker.inline_split import split_source
 
 # Arguments that do not change the built library.
 _NOT_IN_KEY = frozenset({"build_directory", "verbose", "keep_intermediates"})
@@ -34,6 +43,10 @@ class InlineBuild:
     cuda_first_line: int = 0
     cpp_first_line: int = 0
     build_directory: str = ""
+    # "split": torch headers kept out of nvcc's unit; "torch": built as written.
+    route: str = "torch"
+    # Seconds spent on a fast route that failed before the build as written.
+    fallback_seconds: float = 0.0
 
 
 @dataclass
@@ -55,6 +68,87 @@ def _first_line(user_text: str, generated: str | list[str] | None) -> int:
     return user_text.count("\n", 0, index) + 1 if index >= 0 else 0
 
 
+def _sources(value: str | list[str] | None) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _host_cflags(extra_cflags: list[str] | None) -> list[str]:
+    """Flags of the host glue unit: the user's, at -O1 (it only calls into torch; -O3 doubles its build)."""
+    return [*(f for f in extra_cflags or [] if not re.fullmatch(r"-O\w*", f)), "-O1"]
+
+
+def split_arguments(arguments: dict[str, Any], pch_include: list[str]) -> dict[str, Any] | None:
+    """The load_inline arguments of the fast route, or None when the source does not allow it."""
+    cuda = "\n".join(_sources(arguments.get("cuda_sources")))
+    if not cuda.strip() or arguments.get("functions") is None:
+        return None
+    split = split_source(cuda)
+    if split is None:
+        return None
+    cpp = ["#include <torch/extension.h>", *_sources(arguments.get("cpp_sources")), split.host]
+    cflags = [*_host_cflags(arguments.get("extra_cflags")), *pch_include]
+    fast = {"cpp_sources": cpp, "cuda_sources": split.cuda, "no_implicit_headers": True, "extra_cflags": cflags}
+    return {**arguments, **fast}
+
+
+def _cache_key(keyed: dict[str, Any], environment: dict[str, str]) -> str:
+    blob = json.dumps({"call": keyed, "env": environment}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _built(directory: Path, name: str) -> bool:
+    return any(directory.glob(f"{name}*.so"))
+
+
+def _torch_cxx_flags(extra_cflags: list[str], extra_include_paths: list[str]) -> list[str]:
+    """The flags torch's ninja build gives a C++ unit, without the extension's name (that one varies)."""
+    import sysconfig
+
+    from torch.utils import cpp_extension
+
+    source = inspect.getsource(cpp_extension._write_ninja_file_to_build_library)
+    standard = "-std=c++20" if "-std=c++20" in source else "-std=c++17"
+    system = [*cpp_extension.include_paths("cuda"), sysconfig.get_path("include", scheme="posix_prefix")]
+    flags = ["-DTORCH_API_INCLUDE_EXTENSION_H", *(f"-I{os.path.abspath(p)}" for p in extra_include_paths)]
+    for include in system:
+        flags += ["-isystem", include]
+    return [*flags, "-fPIC", standard, *extra_cflags]
+
+
+def prepare_pch(cache_root: Path, extra_cflags: list[str], extra_include_paths: list[str]) -> list[str]:
+    """Precompile `torch/extension.h` for these flags once (shared by all workers, kept across restarts).
+
+    Returns the flags that make g++ use it. g++ only takes a precompiled header built with the same flags,
+    so it is keyed by them; when g++ cannot use it, it reads the header as usual (slower, same result).
+    """
+    from torch.utils import cpp_extension
+
+    compiler = cpp_extension.get_cxx_compiler()
+    flags = _torch_cxx_flags(extra_cflags, extra_include_paths)
+    key = hashlib.sha256(json.dumps([compiler, flags, _torch_version()]).encode()).hexdigest()[:24]
+    directory = cache_root / "pch" / key
+    header = directory / "torch_extension.h"
+    compiled = directory / "torch_extension.h.gch"
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not compiled.is_file():
+            header.write_text("#include <torch/extension.h>\n")
+            partial = directory / "partial.gch"
+            command = [compiler, *flags, "-x", "c++-header", str(header), "-o", str(partial)]
+            subprocess.run(command, check=True, capture_output=True)
+            partial.rename(compiled)
+    return ["-include", str(header)]
+
+
+def _torch_version() -> str:
+    import torch
+
+    return str(torch.__version__)
+
+
 def install(cache_root: Path, *, lineinfo: bool, user_text: str, recorder: InlineRecorder) -> None:
     """Replace torch's load_inline with the caching wrapper."""
     import torch
@@ -71,30 +165,41 @@ def install(cache_root: Path, *, lineinfo: bool, user_text: str, recorder: Inlin
     def load_inline(*args: Any, **kwargs: Any) -> Any:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        arguments = bound.arguments
+        arguments = dict(bound.arguments)
         if lineinfo and arguments.get("cuda_sources"):
             arguments["extra_cuda_cflags"] = [*(arguments.get("extra_cuda_cflags") or []), "-lineinfo"]
-        keyed = {k: v for k, v in arguments.items() if k not in _NOT_IN_KEY}
-        blob = json.dumps({"call": keyed, "env": environment}, sort_keys=True, default=str)
-        key = hashlib.sha256(blob.encode()).hexdigest()[:32]
-        directory = cache_root / key
-        directory.mkdir(parents=True, exist_ok=True)
-        name = arguments["name"]
-        cached = any(directory.glob(f"{name}*.so"))
-        arguments["build_directory"] = str(directory)
         arguments["verbose"] = False
+        name = arguments["name"]
+        key = _cache_key({k: v for k, v in arguments.items() if k not in _NOT_IN_KEY}, environment)
+        directory = cache_root / key
+        split_possible = split_arguments(arguments, []) is not None
+        fast_directory = cache_root / f"{key}-split"
         build = InlineBuild(
             name=name,
             cache_key=key,
-            cached=cached,
-            cuda_first_line=_first_line(user_text, arguments.get("cuda_sources")),
-            cpp_first_line=_first_line(user_text, arguments.get("cpp_sources")),
-            build_directory=str(directory),
+            cached=_built(directory, name) or (split_possible and _built(fast_directory, name)),
+            cuda_first_line=_first_line(user_text, bound.arguments.get("cuda_sources")),
+            cpp_first_line=_first_line(user_text, bound.arguments.get("cpp_sources")),
         )
         recorder.builds.append(build)
         start = time.monotonic()
         try:
-            return original(*bound.args, **bound.kwargs)
+            if split_possible and not _built(directory, name):
+                fast_directory.mkdir(parents=True, exist_ok=True)
+                try:
+                    includes = list(arguments.get("extra_include_paths") or [])
+                    pch = prepare_pch(cache_root, _host_cflags(arguments.get("extra_cflags")), includes)
+                    fast = split_arguments(arguments, pch)
+                    assert fast is not None
+                    module = original(**{**fast, "build_directory": str(fast_directory)})
+                    build.route, build.build_directory = "split", str(fast_directory)
+                    return module
+                except (RuntimeError, OSError, ImportError, subprocess.CalledProcessError):
+                    # The fast route is an optimisation: build as written, which reports the user's own errors.
+                    build.fallback_seconds = time.monotonic() - start
+            directory.mkdir(parents=True, exist_ok=True)
+            build.build_directory = str(directory)
+            return original(**{**arguments, "build_directory": str(directory)})
         finally:
             build.seconds = time.monotonic() - start
 
