@@ -79,6 +79,9 @@ class ServerConfig(BaseModel):
     max_sessions: int = Field(default=256, gt=0, description="sessions whose last result is kept for deltas")
     session_bytes: int = Field(default=256 << 20, gt=0, description="memory budget of those kept results")
     session_ttl_s: float = Field(default=3600.0, gt=0, description="a session's result expires after this")
+    warm_workers: bool = Field(
+        default=True, description="keep one worker of each kind started ahead of jobs (torch, CUDA context, ncu)"
+    )
     metrics_port: int | None = Field(default=None, ge=0, le=65535, description="Prometheus /metrics port")
     limits: Limits = Field(default_factory=Limits)
 

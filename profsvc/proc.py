@@ -103,3 +103,73 @@ async def run_process(
         seconds=time.monotonic() - start,
         timed_out=timed_out,
     )
+
+
+class StartedProcess:
+    """A child started in its own process group whose output is collected from the start.
+
+    For warm workers: started ahead of a job, handed the job later, then finished
+    like `run_process` (time limit, group kill, bounded output).
+    """
+
+    def __init__(self, process: asyncio.subprocess.Process, argv: Sequence[str]) -> None:
+        self.process = process
+        self.argv = tuple(argv)
+        self.on_stdout: Callable[[str], None] | None = None
+        self.started = time.monotonic()
+        self._out, self._err = bytearray(), bytearray()
+        assert process.stdout is not None and process.stderr is not None
+        self._pumps = asyncio.gather(
+            _pump(process.stdout, self._out, self._forward), _pump(process.stderr, self._err, None)
+        )
+
+    def _forward(self, chunk: str) -> None:
+        if self.on_stdout is not None:
+            self.on_stdout(chunk)
+
+    @classmethod
+    async def start(cls, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> StartedProcess:
+        """Start argv with its output collected (stdin closed)."""
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=str(cwd),
+            env=dict(env),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+        return cls(process, argv)
+
+    @property
+    def running(self) -> bool:
+        """True while the process has not exited."""
+        return self.process.returncode is None
+
+    def kill(self) -> None:
+        """Kill the whole process group."""
+        _kill_group(self.process.pid)
+
+    async def finish(self, timeout: float | None) -> ProcessResult:
+        """Wait for the exit (killing the group at `timeout` or on cancellation) and say how it ended."""
+        start = time.monotonic()
+        timed_out = False
+        try:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._pumps), timeout)
+                await self.process.wait()
+            except TimeoutError:
+                timed_out = True
+        finally:
+            self.kill()
+            await self.process.wait()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._pumps, 5)
+        return ProcessResult(
+            argv=self.argv,
+            returncode=self.process.returncode if self.process.returncode is not None else -9,
+            stdout=_tail(bytes(self._out)),
+            stderr=_tail(bytes(self._err)),
+            seconds=time.monotonic() - start,
+            timed_out=timed_out,
+        )

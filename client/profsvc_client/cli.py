@@ -72,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-key", type=Path, default=None, help="the PEM private key of --tls-cert")
     serve.add_argument("--insecure", action="store_true", help="allow a non-loopback --host without a token")
     serve.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus /metrics on this port")
+    serve.add_argument("--job-timeout", type=float, default=None, help="kill a job's process after this many seconds")
+    serve.add_argument(
+        "--no-warm-workers", action="store_true", help="start every worker fresh (no processes kept warm ahead of jobs)"
+    )
 
     caps = commands.add_parser("capabilities", help="what the server offers (GPUs, ncu, metric sets)")
     _add_target(caps)
@@ -284,6 +288,9 @@ def _serve(args: argparse.Namespace) -> int:
     handler.setFormatter(JsonFormatter())
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     options: dict[str, object] = {"host": args.host, "port": args.port, "metrics_port": args.metrics_port}
+    options["warm_workers"] = not args.no_warm_workers
+    if args.job_timeout is not None:
+        options["limits"] = {"job_timeout_s": args.job_timeout}
     if args.state_dir is not None:
         options["state_dir"] = args.state_dir
     security = {"tls_cert": args.tls_cert, "tls_key": args.tls_key, "insecure": args.insecure}

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from profsvc.build.diagnostics import FileMap, parse_diagnostics
-from profsvc.proc import run_process
-from profsvc.sandbox import Sandbox
+from profsvc.proc import ProcessResult
 from profsvc.worker.faults import fault_kind, signal_name
 from profsvc_client.models import BuiltUnit, CompileResult, Diagnostic, JobError, Severity, Stage
 
@@ -126,15 +126,16 @@ async def compile_problem(
     reference: Path | None,
     cache_root: Path,
     workspace: Path,
-    env: dict[str, str],
-    timeout: float,
-    sandbox: Sandbox,
+    run: Callable[[list[str]], Awaitable[ProcessResult]],
 ) -> tuple[CompileResult, HarnessStatus]:
-    """Import the problem in a worker (running its eager load_inline builds) and report the build."""
+    """Import the problem in a worker (building its load_inline extensions) and report the build.
+
+    `run(argv)` runs the worker (a fresh process or a warm one) in the workspace, on no GPU.
+    """
     status_path = workspace / "compile-status.json"
     start = time.monotonic()
     argv = harness_argv(python, main, reference, cache_root, status_path, "compile")
-    process = await run_process(sandbox.wrap_cpu(argv), cwd=workspace, env=env, timeout=timeout)
+    process = await run(argv)
     status = HarnessStatus.read(
         status_path,
         returncode=process.returncode,

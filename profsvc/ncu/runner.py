@@ -1,4 +1,4 @@
-"""Run a target under ncu: the only place profsvc starts ncu.
+"""Run a target under ncu: the only place profsvc builds ncu's command line and reads its output.
 
 ncu's own chatter (==PROF== lines) is read as it arrives, to report progress
 and the number of replay passes per kernel; the figures themselves are read
@@ -8,12 +8,12 @@ from the exported report, never from this text.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from profsvc.ncu.command import NcuOptions, ncu_command
-from profsvc.proc import run_process
+from profsvc.proc import ProcessResult, run_process
 
 _PROFILING = re.compile(r'==PROF== Profiling "(?P<name>[^"]*)"(?:\s*-\s*(?P<index>\d+))?')
 _PERCENT = re.compile(r"(\d+)%")
@@ -97,8 +97,22 @@ async def run_ncu(
 ) -> NcuOutcome:
     """Profile `target` under ncu and say how it went (the report is at options.export_path)."""
     command = ncu_command(ncu, options, target)
+
+    def start(feed: Callable[[str], None]) -> Awaitable[ProcessResult]:
+        return run_process([*prefix, *command], cwd=cwd, env=env, timeout=timeout, on_stdout=feed)
+
+    return await follow_ncu(command, options, start, on_progress)
+
+
+async def follow_ncu(
+    command: list[str],
+    options: NcuOptions,
+    run: Callable[[Callable[[str], None]], Awaitable[ProcessResult]],
+    on_progress: Callable[[NcuProgress], None] | None = None,
+) -> NcuOutcome:
+    """Follow an ncu process to its end: `run(feed)` runs it (fresh, or a warm worker already under ncu)."""
     parser = _ProgressParser(on_progress)
-    result = await run_process([*prefix, *command], cwd=cwd, env=env, timeout=timeout, on_stdout=parser.feed)
+    result = await run(parser.feed)
     parser.feed("\n")
     text = result.stdout + "\n" + result.stderr
     report = Path(options.export_path)

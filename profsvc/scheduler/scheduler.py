@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
+import os
 import secrets
 import shlex
+import shutil
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from profsvc.build.cache import BuildCache
@@ -26,16 +29,17 @@ from profsvc.host import HostInfo
 from profsvc.jobenv import job_environment
 from profsvc.metrics.analysis import ReportAnalysis
 from profsvc.metrics.catalog import load_catalog
-from profsvc.ncu.command import ANY_PUSH_POP_RANGE, ANY_START_END_RANGE, NcuOptions, marks_nvtx_ranges
+from profsvc.ncu.command import ANY_PUSH_POP_RANGE, ANY_START_END_RANGE, NcuOptions, marks_nvtx_ranges, ncu_command
 from profsvc.ncu.metric_sets import resolve
-from profsvc.ncu.runner import NcuOutcome, NcuProgress, run_ncu
-from profsvc.proc import run_process
+from profsvc.ncu.runner import NcuOutcome, NcuProgress, follow_ncu, run_ncu
+from profsvc.proc import ProcessResult, run_process
 from profsvc.report.delta import compute_delta
 from profsvc.report.text import render_text
 from profsvc.sandbox import NO_NETWORK_ISOLATION, Sandbox
 from profsvc.scheduler.artifacts import Workspaces
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
 from profsvc.scheduler.sessions import SessionStore
+from profsvc.scheduler.standby import StandbyPool, StandbySpec
 from profsvc.telemetry import Telemetry
 from profsvc_client.errors import InvalidRequest, PreconditionFailed, Reason, ResourceExhausted
 from profsvc_client.models import (
@@ -51,6 +55,7 @@ from profsvc_client.models import (
 )
 
 HARNESS_RANGE = "profsvc"
+HARNESS_MODULE = "profsvc.worker.harness"
 ANALYZE_MODULE = "profsvc.worker.analyze_report"
 ANALYZE_TIMEOUT_S = 300.0
 REPORT_NAME = "report.ncu-rep"
@@ -91,6 +96,70 @@ class Scheduler:
             self._free_gpus.put_nowait(gpu.index)
         self._admitted = 0
         self._waiting_for_gpu = 0
+        self.standby = StandbyPool(config.state_dir / "standby")
+
+    # ------------------------------------------------------------ warm workers
+
+    async def start(self) -> None:
+        """Start the warm workers the configuration asks for (see scheduler.standby)."""
+        if not self.config.warm_workers:
+            return
+        # Two where jobs arrive faster than a worker warms up (a batch): builds, and profiles on each GPU.
+        self.standby.keep("compile", self._standby_spec(HARNESS_MODULE, None, self.sandbox.wrap_cpu), depth=2)
+        self.standby.keep("analyze", self._standby_spec(ANALYZE_MODULE, None, self.sandbox.wrap_cpu))
+        for gpu in self._gpu_indices():
+            self.standby.keep(f"run-gpu{gpu}", self._standby_spec(HARNESS_MODULE, gpu, self.sandbox.wrap))
+            if self.host.ncu is not None:
+                self.standby.keep(f"ncu-gpu{gpu}", self._ncu_standby_spec(gpu), depth=2)
+
+    async def close(self) -> None:
+        """Stop the warm workers."""
+        await self.standby.close()
+
+    def _gpu_indices(self) -> list[int]:
+        return [gpu.index for gpu in self.host.gpus]
+
+    def _worker_argv(self, module: str, directory: Path) -> list[str]:
+        return [self.config.python, "-m", module, "--standby", str(directory), "--server-pid", str(os.getpid())]
+
+    def _standby_spec(self, module: str, gpu: int | None, wrap: Callable[[list[str]], list[str]]) -> StandbySpec:
+        return StandbySpec(
+            command=lambda directory: wrap(self._worker_argv(module, directory)),
+            environment=lambda directory: job_environment(directory, gpu_index=gpu, cuda_arch=self._arch()),
+        )
+
+    def _ncu_standby_spec(self, gpu: int) -> StandbySpec:
+        def command(directory: Path) -> list[str]:
+            assert self.host.ncu is not None
+            options = self._default_ncu_options(directory / REPORT_NAME)
+            worker = self._worker_argv(HARNESS_MODULE, directory)
+            return [*self.sandbox.network_prefix, *ncu_command(self.host.ncu.path, options, worker)]
+
+        return StandbySpec(
+            command=command,
+            environment=lambda directory: job_environment(directory, gpu_index=gpu, cuda_arch=self._arch()),
+        )
+
+    async def _run_worker(
+        self,
+        kind: str,
+        argv: list[str],
+        *,
+        fresh: Callable[[list[str]], list[str]],
+        cwd: Path,
+        env: dict[str, str],
+        timeout: float,
+        stdin: bytes | None = None,
+    ) -> ProcessResult:
+        """Run a worker (`python -m module args`): on the kind's warm worker when there is one, else fresh."""
+        standby = await self.standby.take(kind)
+        if standby is None:
+            return await run_process(fresh(argv), cwd=cwd, env=env, timeout=timeout, stdin_data=stdin)
+        try:
+            text = stdin.decode() if stdin else ""
+            return await standby.run(argv[3:], cwd=cwd, stdin=text, timeout=timeout, on_stdout=None)
+        finally:
+            standby.discard()
 
     # ------------------------------------------------------------ admission
 
@@ -182,15 +251,25 @@ class Scheduler:
                     sandbox=self.sandbox,
                 )
                 return build.result, build.binary, None, None
+            env = self._env(job, None)
+
+            def run(argv: list[str]) -> Awaitable[ProcessResult]:
+                return self._run_worker(
+                    "compile",
+                    argv,
+                    fresh=self.sandbox.wrap_cpu,
+                    cwd=job.workspace,
+                    env=env,
+                    timeout=self.config.limits.compile_timeout_s,
+                )
+
             result, status = await compile_problem(
                 python=self.config.python,
                 main=main,
                 reference=reference,
                 cache_root=self.cache.root,
                 workspace=job.workspace,
-                env=self._env(job, None),
-                timeout=self.config.limits.compile_timeout_s,
-                sandbox=self.sandbox,
+                run=run,
             )
             return result, main, reference, status
 
@@ -219,12 +298,14 @@ class Scheduler:
             async with self._gpu(job) as gpu:
                 job.report(Stage.RUNNING, f"running {mode} on GPU {gpu}")
                 with self.telemetry.stage(mode):
-                    process = await run_process(
-                        self.sandbox.wrap(argv),
+                    process = await self._run_worker(
+                        f"run-gpu{gpu}",
+                        argv,
+                        fresh=self.sandbox.wrap,
                         cwd=job.workspace,
                         env=self._env(job, gpu),
                         timeout=self.config.limits.job_timeout_s,
-                        stdin_data=secret,
+                        stdin=secret,
                     )
             status = HarnessStatus.read(
                 status_path, returncode=process.returncode, timed_out=process.timed_out, output=process.stderr
@@ -252,6 +333,53 @@ class Scheduler:
             launch_count=min(count, self.config.limits.max_launches),
             launch_skip=kernel_filter.launch_skip,
         )
+
+    def _default_ncu_options(self, report: Path) -> NcuOptions:
+        """What a Python problem's Profile collects when the request names no metric set and no filter."""
+        metric_set = resolve("")
+        assert metric_set is not None
+        return NcuOptions(
+            collection_args=metric_set.ncu_args,
+            export_path=report,
+            nvtx_include=[f"{HARNESS_RANGE}/"],
+            launch_count=self.config.limits.max_launches,
+        )
+
+    async def _run_ncu(
+        self, job: _Job, gpu: int, options: NcuOptions, argv: list[str], on_progress: Callable[[NcuProgress], None]
+    ) -> NcuOutcome:
+        """Run the target under ncu: on the GPU's warm worker when the options are the default ones, else fresh."""
+        assert self.host.ncu is not None
+        kind = f"ncu-gpu{gpu}"
+        warm = argv[1:3] == ["-m", HARNESS_MODULE] and options == self._default_ncu_options(options.export_path)
+        standby = await self.standby.take(kind) if warm else None
+        if standby is None:
+            # A second ncu on the GPU beside the waiting warm worker's could wait for it: pause it meanwhile.
+            async with self.standby.paused(kind):
+                return await run_ncu(
+                    self.host.ncu.path,
+                    options,
+                    argv,
+                    env=self._env(job, gpu),
+                    cwd=job.workspace,
+                    timeout=self.config.limits.job_timeout_s,
+                    on_progress=on_progress,
+                    prefix=self.sandbox.network_prefix,
+                )
+        warm_options = dataclasses.replace(options, export_path=standby.directory / REPORT_NAME)
+        command = ncu_command(self.host.ncu.path, warm_options, argv)
+
+        def run(feed: Callable[[str], None]) -> Awaitable[ProcessResult]:
+            timeout = self.config.limits.job_timeout_s
+            return standby.run(argv[3:], cwd=job.workspace, stdin="", timeout=timeout, on_stdout=feed)
+
+        try:
+            outcome = await follow_ncu(command, warm_options, run, on_progress)
+            if outcome.report is not None:
+                outcome.report = Path(shutil.move(outcome.report, options.export_path))
+            return outcome
+        finally:
+            standby.discard()
 
     async def profile(self, spec: ProfileSpec, progress: ProgressSink | None = None) -> ProfileResult:
         """Build, run under ncu, read the report; with a session, add the delta against its last result."""
@@ -297,18 +425,9 @@ class Scheduler:
                     message = f"kernel {event.kernel_index} {event.kernel_name}: {event.percent}%"
                     job.report(Stage.PROFILING, message, kernel_index=event.kernel_index, passes=event.passes)
 
-                assert self.host.ncu is not None
                 with self.telemetry.stage("profile"):
-                    outcome = await run_ncu(
-                        self.host.ncu.path,
-                        options,
-                        argv,
-                        env=self._env(job, gpu),
-                        cwd=job.workspace,
-                        timeout=self.config.limits.job_timeout_s,
-                        on_progress=on_ncu,
-                        prefix=self.sandbox.network_prefix,
-                    )
+                    outcome = await self._run_ncu(job, gpu, options, argv, on_ncu)
+            assert self.host.ncu is not None
             result.ncu = NcuRun(
                 version=self.host.ncu.version,
                 command=shlex.join(outcome.command),
@@ -371,8 +490,8 @@ class Scheduler:
         argv += ["--charts", str(job.workspace), "--source-map", json.dumps(source_map or {})]
         env = job_environment(job.workspace, gpu_index=None)
         async with self._compile_slots, self._timed("parse"):
-            process = await run_process(
-                self.sandbox.wrap_cpu(argv), cwd=job.workspace, env=env, timeout=ANALYZE_TIMEOUT_S
+            process = await self._run_worker(
+                "analyze", argv, fresh=self.sandbox.wrap_cpu, cwd=job.workspace, env=env, timeout=ANALYZE_TIMEOUT_S
             )
         if process.returncode == EXIT_UNREADABLE:
             raise InvalidRequest(process.stderr.strip().splitlines()[-1], Reason.BAD_REPORT)

@@ -44,6 +44,7 @@ async def start_server(config: ServerConfig) -> RunningServer:
         log.warning(NO_NETWORK_ISOLATION)
     telemetry = Telemetry()
     scheduler = Scheduler(config, host, sandbox, telemetry)
+    await scheduler.start()
     token = config.security.token
     interceptors: list[grpc.aio.ServerInterceptor] = [RequestInterceptor(telemetry)]
     if token is not None:
@@ -87,6 +88,7 @@ async def serve(config: ServerConfig) -> None:
         await running.server.wait_for_termination()
     finally:
         await running.server.stop(grace=5)
+        await running.scheduler.close()
 
 
 class EmbeddedServer:
@@ -97,7 +99,8 @@ class EmbeddedServer:
     """
 
     def __init__(self, config: ServerConfig) -> None:
-        self._config = config.model_copy(update={"host": "127.0.0.1", "port": 0})
+        # One process's commands: nothing to keep warm for (a warm worker pays off from the second job).
+        self._config = config.model_copy(update={"host": "127.0.0.1", "port": 0, "warm_workers": False})
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="profsvc-embedded", daemon=True)
         self._running: RunningServer | None = None
@@ -120,5 +123,6 @@ class EmbeddedServer:
         """Stop the server and its thread."""
         if self._running is not None:
             asyncio.run_coroutine_threadsafe(self._running.server.stop(grace=1), self._loop).result()
+            asyncio.run_coroutine_threadsafe(self._running.scheduler.close(), self._loop).result()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)

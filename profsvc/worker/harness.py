@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import builtins
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -22,10 +23,10 @@ from profsvc.worker.benchmark import run_benchmark
 from profsvc.worker.correctness import run_correctness
 from profsvc.worker.faults import fault_kind
 from profsvc.worker.inline_cache import InlineRecorder, install
+from profsvc.worker.prebuild import BUILD_ERROR_PREFIX, prebuild
 from profsvc.worker.problem import ProblemError, load_problem
 from profsvc.worker.shapes import JITTER
-
-BUILD_ERROR_PREFIX = "Error building extension"
+from profsvc.worker.standby import split_standby_args, wait_for_job
 
 
 def _user_frames(error: BaseException, user_files: set[str]) -> str:
@@ -68,8 +69,9 @@ def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecord
     status["stage"] = "compiling"
     problem = load_problem(main, reference)
     if args.mode == "compile":
-        # Import only: the GPU belongs to the job holding its lane (extensions built lazily on the
-        # first call are built when the job runs).
+        # No GPU here: extensions the module builds lazily (on its first call) are built now where their
+        # arguments are known statically, so the GPU job finds them in the cache.
+        prebuild(sys.modules[main.stem])
         status["ok"] = True
         return
     status["stage"] = "running"
@@ -99,8 +101,22 @@ def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecord
     status["ok"] = True
 
 
+def _warm() -> None:
+    """What a warm worker pays before its job: torch, its extension builder and, with a GPU, a CUDA context."""
+    import torch
+    import torch.utils.cpp_extension
+
+    if os.environ.get("CUDA_VISIBLE_DEVICES"):
+        # Creates the context without launching a kernel (under ncu, nothing to profile yet).
+        torch.cuda.mem_get_info()
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the worker process."""
+    """Entry point of the worker process (or a warm worker: `--standby DIR --server-pid PID`)."""
+    argv = sys.argv[1:] if argv is None else argv
+    standby = split_standby_args(argv)
+    if standby is not None:
+        argv = wait_for_job(*standby, warm=_warm)
     parser = argparse.ArgumentParser(description="profsvc worker harness")
     parser.add_argument("--main", required=True, help="problem (or candidate) module")
     parser.add_argument("--reference", default="", help="separate reference module")

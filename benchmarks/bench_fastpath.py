@@ -1,0 +1,447 @@
+"""The fast path, measured on a GPU host: cold compile, warm profile, warm evaluate, throughput.
+
+    python benchmarks/bench_fastpath.py --out DIR [--runs 3]
+
+Every target is measured against its baseline in the same run, on the same machine:
+
+| target | profsvc | baseline |
+| --- | --- | --- |
+| cold build of the seed's extension | the worker's load_inline route (split + precompiled header) | torch's own load_inline |
+| profile, warm cache | `Profile` through `profsvc serve` over gRPC | plain `ncu --set full --import-source yes python harness` |
+| evaluate without profile | `Evaluate` through `profsvc serve`, warm workers | the same server with `--no-warm-workers` |
+| throughput, 20 distinct problems | `Profile` of all 20 through one server, 8 clients | one fresh process per job, one after another |
+
+It prints a table of medians and ratios and writes DIR/fastpath.json (every sample) and the
+reports it compared. A target that fails is reported as failed; the run goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = ROOT / "tests" / "fixtures" / "seed47.py"
+HARNESS = Path(__file__).resolve().parent / "plain_harness.py"
+PLAIN_NCU = ["--config-file", "off", "--clock-control", "none", "--cache-control", "all", "--set", "full"]
+PLAIN_NCU += ["--import-source", "yes", "--nvtx", "--nvtx-include", "profsvc/"]
+# Figures of a kernel that do not change from run to run: the parity check compares these exactly.
+DETERMINISTIC = (
+    "launch__grid_size",
+    "launch__block_size",
+    "launch__registers_per_thread",
+    "launch__shared_mem_per_block_static",
+    "smsp__inst_executed.sum",
+    "sm__sass_thread_inst_executed_op_ffma_pred_on.sum",
+    "smsp__sass_inst_executed_op_global_ld.sum",
+    "smsp__sass_inst_executed_op_global_st.sum",
+    "launch__occupancy_limit_registers",
+)
+
+BUILD_SNIPPET = """
+import sys, time, re, json
+from pathlib import Path
+route, cache, seed = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+text = seed.read_text()
+import torch
+from torch.utils import cpp_extension
+if route != "torch":
+    from profsvc.worker import inline_cache
+    if route == "split-nopch":
+        inline_cache.prepare_pch = lambda *a, **k: []
+    recorder = inline_cache.InlineRecorder()
+    inline_cache.install(cache, lineinfo=True, user_text=text, recorder=recorder)
+sys.path.insert(0, str(seed.parent))
+import importlib
+module = importlib.import_module(seed.stem)
+kwargs = dict(name="vga_linear_probe", cpp_sources=module._cpp_src, cuda_sources=module._cuda_src,
+              functions=["vga_linear_forward"], extra_cuda_cflags=["-O3", "--use_fast_math"], extra_cflags=["-O3"])
+if route == "torch":
+    kwargs["build_directory"] = str(cache)
+    cache.mkdir(parents=True, exist_ok=True)
+start = time.monotonic()
+ext = cpp_extension.load_inline(**kwargs)
+seconds = time.monotonic() - start
+routes = [b.route for b in recorder.builds] if route != "torch" else ["torch"]
+print(json.dumps({"seconds": seconds, "routes": routes}))
+"""
+
+
+def log(message: str) -> None:
+    """Progress on stderr, flushed."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def median(values: list[float]) -> float | None:
+    """The median, or None without samples."""
+    return statistics.median(values) if values else None
+
+
+def timed_build(route: str, cache: Path, env: dict[str, str]) -> dict[str, Any]:
+    """One cold build of the seed's extension in a fresh process (only the load_inline call is timed)."""
+    command = [sys.executable, "-c", BUILD_SNIPPET, route, str(cache), str(SEED)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=240, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-3000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def bench_builds(work: Path, runs: int, results: dict[str, Any]) -> None:
+    """Cold builds: torch's default, the split route without and with the precompiled header."""
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'client'}:{os.environ.get('PYTHONPATH', '')}"}
+    samples: dict[str, list[float]] = {"torch": [], "split-nopch": [], "split": [], "pch-first": []}
+    log("cold build, torch's default load_inline")
+    samples["torch"].append(timed_build("torch", work / "torch-build", env)["seconds"])
+    shared = work / "split-cache"
+    log("cold build, split route, first ever (builds the precompiled header too)")
+    first = timed_build("split", shared, env)
+    samples["pch-first"].append(first["seconds"])
+    for i in range(runs):
+        # A fresh extension cache each time, keeping the precompiled header (as a running server does).
+        for entry in shared.iterdir():
+            if entry.name != "pch":
+                shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink()
+        log(f"cold build, split route {i + 1}/{runs}")
+        outcome = timed_build("split", shared, env)
+        if outcome["routes"] != ["split"]:
+            raise RuntimeError(f"the split route was not taken: {outcome}")
+        samples["split"].append(outcome["seconds"])
+    log("cold build, split route without the precompiled header")
+    samples["split-nopch"].append(timed_build("split-nopch", work / "nopch-cache", env)["seconds"])
+    results["build"] = samples
+    results["torch_extensions_dir"] = str(work / "torch-build")
+
+
+class Server:
+    """`profsvc serve` in a subprocess."""
+
+    def __init__(self, work: Path, name: str, warm: bool) -> None:
+        self.state = work / name
+        self.port = _free_port()
+        self.metrics_port = _free_port()
+        command = [sys.executable, "-m", "profsvc_client.cli", "serve", "--port", str(self.port)]
+        command += ["--state-dir", str(self.state), "--metrics-port", str(self.metrics_port), "--job-timeout", "180"]
+        if not warm:
+            command.append("--no-warm-workers")
+        self.log = open(work / f"{name}.log", "w")
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
+        self.target = f"127.0.0.1:{self.port}"
+
+    def wait_ready(self, kinds: tuple[str, ...], timeout: float = 120) -> bool:
+        """Wait until the server answers and the named warm workers wait for a job."""
+        from profsvc_client import ProfilerClient
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with ProfilerClient(self.target, timeout=5) as client:
+                    client.capabilities()
+                break
+            except Exception:
+                time.sleep(0.5)
+        while time.monotonic() < deadline:
+            ready = {
+                p.parent.name.split("-")[0] + "-" + p.parent.name.split("-")[1]
+                for p in self.state.glob("standby/*/ready")
+            }
+            if all(any(r.startswith(k) for r in ready) for k in kinds):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def gpu_busy_seconds(self) -> float:
+        """The server's profsvc_gpu_busy_seconds_total, summed over GPUs."""
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).read().decode()
+        return sum(float(v) for v in re.findall(r"^profsvc_gpu_busy_seconds_total\{[^}]*\} (\S+)$", text, re.M))
+
+    def stop(self) -> None:
+        """Stop the server (SIGINT: it stops its warm workers)."""
+        self.process.send_signal(2)
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _timed(call: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.monotonic()
+    value = call()
+    return time.monotonic() - start, value
+
+
+def bench_server(server: Server, runs: int, label: str, results: dict[str, Any], out: Path) -> None:
+    """Warm-cache Profile and Evaluate (no profile) of the seed through the server."""
+    from profsvc_client import ProfilerClient, load_source
+
+    source = load_source(SEED)
+    with ProfilerClient(server.target, timeout=180) as client:
+        log(f"{label}: first Profile (builds the extension into the server's cache)")
+        first_seconds, first = _timed(lambda: client.profile(source))
+        results[f"{label}_first_profile"] = {"seconds": first_seconds, "ok": first.ok, "error": str(first.error)}
+        profiles, passes, evaluates = [], [], []
+        for i in range(runs):
+            server.wait_ready(("ncu",), timeout=60)
+            seconds, result = _timed(lambda: client.profile(source))
+            log(
+                f"{label}: Profile {i + 1}/{runs}: {seconds:.2f} s ok={result.ok} passes={result.ncu.passes if result.ncu else None}"
+            )
+            if result.ok:
+                profiles.append(seconds)
+                passes = list(result.ncu.passes) if result.ncu else []
+                report = next((a for a in result.artifacts if a.name.endswith(".ncu-rep")), None)
+                if report is not None and i == 0:
+                    client.download_artifact(report.id, out / f"{label}-profile.ncu-rep")
+        for i in range(runs):
+            server.wait_ready(("run",), timeout=60)
+            seconds, result = _timed(lambda: client.evaluate(source, skip_profile=True))
+            ok = result.correctness.ok
+            log(f"{label}: Evaluate {i + 1}/{runs}: {seconds:.2f} s correct={ok}")
+            evaluates.append(seconds)
+    results[f"{label}_profile"] = profiles
+    results[f"{label}_passes"] = passes
+    results[f"{label}_evaluate"] = evaluates
+
+
+def bench_plain_ncu(ncu: str, runs: int, work: Path, results: dict[str, Any], out: Path) -> None:
+    """Plain `ncu --set full` around a fresh harness process, the extension already built (warm cache)."""
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": results.get("torch_extensions_dir", str(work / "torch-ext"))}
+    samples = []
+    for i in range(runs):
+        report = out / "plain.ncu-rep" if i == 0 else work / "plain.ncu-rep"
+        command = [ncu, *PLAIN_NCU, "-f", "-o", str(report), sys.executable, str(HARNESS), str(SEED)]
+        seconds, done = _timed(lambda: subprocess.run(command, capture_output=True, text=True, env=env, timeout=120))
+        passes = re.findall(r"-\s*(\d+)\s*pass", done.stdout)
+        log(f"plain ncu {i + 1}/{runs}: {seconds:.2f} s rc={done.returncode} passes={passes}")
+        if done.returncode == 0:
+            samples.append(seconds)
+    results["plain_ncu"] = samples
+
+
+def parity(out: Path, results: dict[str, Any]) -> None:
+    """Compare the server's report with the plain run's: the same metrics, equal where deterministic."""
+    from profsvc.metrics.reader import load_reader
+
+    reader = load_reader()
+
+    def metrics(path: Path) -> dict[str, Any]:
+        context = reader.load_report(str(path))
+        action = next(a for r in context for a in r)
+        return {name: action.metric_by_name(name).value() for name in action.metric_names()}
+
+    ours, plain = metrics(out / "warm-profile.ncu-rep"), metrics(out / "plain.ncu-rep")
+    shared = sorted(set(ours) & set(plain))
+    equal = [n for n in shared if ours[n] == plain[n]]
+    mismatched = {n: (ours.get(n), plain.get(n)) for n in DETERMINISTIC if ours.get(n) != plain.get(n)}
+    results["parity"] = {
+        "metrics_ours": len(ours),
+        "metrics_plain": len(plain),
+        "metrics_shared": len(shared),
+        "equal_values": len(equal),
+        "deterministic_checked": [n for n in DETERMINISTIC if n in shared],
+        "deterministic_mismatched": {k: [str(v) for v in pair] for k, pair in mismatched.items()},
+    }
+
+
+def make_problems(directory: Path, count: int) -> list[Path]:
+    """`count` distinct problems: the seed with its own extension name and source each."""
+    directory.mkdir(parents=True, exist_ok=True)
+    text = SEED.read_text()
+    paths = []
+    for i in range(count):
+        variant = text.replace('name="vga_linear_probe"', f'name="vga_linear_probe_{i}"')
+        variant = variant.replace("#define WPB 7", f"#define WPB 7\n// variant {i}")
+        path = directory / f"problem_{i:02d}.py"
+        path.write_text(variant)
+        paths.append(path)
+    return paths
+
+
+def bench_throughput(server: Server, problems: list[Path], results: dict[str, Any]) -> None:
+    """All problems through one server by 8 clients: jobs per minute and the GPU-busy fraction."""
+    from profsvc_client import ProfilerClient, load_source
+
+    utilization: list[float] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            done = subprocess.run(
+                ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode == 0 and done.stdout.strip():
+                utilization.append(float(done.stdout.split()[0]))
+            stop.wait(0.2)
+
+    def one(path: Path) -> bool:
+        with ProfilerClient(server.target, timeout=300) as client:
+            return client.profile(load_source(path)).ok
+
+    busy_before = server.gpu_busy_seconds()
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    start = time.monotonic()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        oks = list(pool.map(one, problems))
+    wall = time.monotonic() - start
+    stop.set()
+    busy = server.gpu_busy_seconds() - busy_before
+    results["throughput"] = {
+        "problems": len(problems),
+        "ok": sum(oks),
+        "wall_s": wall,
+        "jobs_per_min": 60 * len(problems) / wall,
+        "gpu_lane_busy_fraction": busy / wall,
+        "nvidia_smi_utilization_mean_pct": statistics.mean(utilization) if utilization else None,
+    }
+    log(f"throughput: {results['throughput']}")
+
+
+def table(results: dict[str, Any]) -> str:
+    """The summary table (medians; ratio = baseline / profsvc)."""
+    build = results.get("build", {})
+    rows = []
+
+    def row(target: str, ours: float | None, base: float | None, n: str) -> None:
+        ratio = f"{base / ours:.1f}x" if ours and base else "n/a"
+        ours_text = f"{ours:.2f} s" if ours is not None else "failed"
+        base_text = f"{base:.2f} s" if base is not None else "failed"
+        rows.append(f"| {target} | {ours_text} | {base_text} | {ratio} | {n} |")
+
+    row(
+        "cold build of the seed extension",
+        median(build.get("split", [])),
+        median(build.get("torch", [])),
+        f"{len(build.get('split', []))} / {len(build.get('torch', []))}",
+    )
+    row(
+        "  lever: split only, no precompiled header",
+        median(build.get("split-nopch", [])),
+        median(build.get("torch", [])),
+        "1 / 1",
+    )
+    row(
+        "  first build ever (precompiled header built too)",
+        median(build.get("pch-first", [])),
+        median(build.get("torch", [])),
+        "1 / 1",
+    )
+    row(
+        "profile, warm, through profsvc serve",
+        median(results.get("warm_profile", [])),
+        median(results.get("plain_ncu", [])),
+        f"{len(results.get('warm_profile', []))} / {len(results.get('plain_ncu', []))}",
+    )
+    row(
+        "  same server path, no warm workers",
+        median(results.get("cold_profile", [])),
+        median(results.get("plain_ncu", [])),
+        f"{len(results.get('cold_profile', []))} / {len(results.get('plain_ncu', []))}",
+    )
+    row(
+        "evaluate (no profile), warm",
+        median(results.get("warm_evaluate", [])),
+        median(results.get("cold_evaluate", [])),
+        f"{len(results.get('warm_evaluate', []))} / {len(results.get('cold_evaluate', []))}",
+    )
+    throughput = results.get("throughput")
+    serial = results.get("serial_job_s")
+    lines = [
+        "| target | profsvc (median) | baseline (median) | ratio | n (profsvc / baseline) |",
+        "| --- | --- | --- | --- | --- |",
+        *rows,
+    ]
+    if throughput:
+        lines.append("")
+        lines.append(
+            f"Throughput: {throughput['ok']}/{throughput['problems']} problems in {throughput['wall_s']:.1f} s = "
+            f"{throughput['jobs_per_min']:.1f} jobs/min; GPU lane busy {100 * throughput['gpu_lane_busy_fraction']:.0f} % "
+            f"of the wall time; nvidia-smi utilization mean {throughput['nvidia_smi_utilization_mean_pct']} %."
+        )
+    if serial:
+        lines.append(f"Serial fresh-process baseline: {serial:.1f} s per job = {60 / serial:.2f} jobs/min.")
+    lines.append(f"Passes per profile (warm server): {results.get('warm_passes')}")
+    lines.append(f"Parity with the plain ncu run: {json.dumps(results.get('parity'))}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    """Run every target and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--problems", type=int, default=20)
+    parser.add_argument("--skip", action="append", default=[], help="build, warm, plain, throughput, cold")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="fastpath-"))
+    ncu = shutil.which("ncu") or "ncu"
+    results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "errors": {}}
+
+    def step(name: str, action: Callable[[], None]) -> None:
+        if name in args.skip:
+            return
+        try:
+            action()
+        except Exception as error:  # a failed target is reported, the others still run
+            results["errors"][name] = f"{type(error).__name__}: {error}"[-3000:]
+            log(f"{name} FAILED: {error}")
+
+    step("build", lambda: bench_builds(work, args.runs, results))
+    pch = work / "split-cache" / "pch"
+    if pch.is_dir():
+        # The server's cache keeps the precompiled header across restarts: start it with the one built above.
+        shutil.copytree(pch, work / "warm" / "cache" / "pch")
+    warm = Server(work, "warm", warm=True)
+    try:
+        ready = warm.wait_ready(("compile", "analyze", "run", "ncu"))
+        log(f"warm server ready: {ready}")
+        step("warm", lambda: bench_server(warm, args.runs, "warm", results, args.out))
+        step("throughput", lambda: bench_throughput(warm, make_problems(work / "problems", args.problems), results))
+    finally:
+        warm.stop()
+    step("plain", lambda: bench_plain_ncu(ncu, args.runs, work, results, args.out))
+    step("parity", lambda: parity(args.out, results))
+    if results.get("build", {}).get("torch") and results.get("plain_ncu"):
+        # One job done the usual way: a fresh process builds with torch's defaults, then a fresh ncu run.
+        results["serial_job_s"] = median(results["build"]["torch"]) + median(results["plain_ncu"])
+    cold = Server(work, "cold", warm=False)
+    try:
+        cold.wait_ready(())
+        step("cold", lambda: bench_server(cold, 2, "cold", results, args.out))
+    finally:
+        cold.stop()
+    for log_file in work.glob("*.log"):
+        shutil.copy(log_file, args.out / f"server-{log_file.name}")
+    (args.out / "fastpath.json").write_text(json.dumps(results, indent=2, default=str))
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
