@@ -32,10 +32,23 @@ _TORCH = re.compile(r"\b(?:torch|at|c10|pybind11|py)::|\bTORCH_|\bAT_[A-Z_]+\b|\
 _TORCH_INCLUDE = re.compile(r"#\s*include\s*[<\"](?:torch|ATen|c10|pybind11|Python)[/.]")
 _CONDITIONAL = re.compile(r"#\s*(?:if|ifdef|ifndef|elif|else|endif)\b")
 _DEVICE_STORAGE = re.compile(r"\b(?:__device__|__constant__|__shared__|__managed__)\b")
+_DEVICE_FUNCTION = re.compile(r"\b(?:__global__|__device__)\b")
 _TYPE_DECL = re.compile(r"^\s*(?:typedef|using|struct|class|union|enum|static_assert)\b|\bconstexpr\b|\bconst\b")
+_TEMPLATE = re.compile(r"\btemplate\b")
+_SCOPE = re.compile(r"\s*(?:namespace|extern)\b")
 _LAUNCH = re.compile(r"\b([A-Za-z_]\w*)\s*(<[^<>()]*>)?\s*<<<")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _ATTRIBUTES = re.compile(r"__launch_bounds__\s*\([^)]*\)|__cluster_dims__\s*\([^)]*\)|\[\[[^\]]*\]\]")
+# What shapes the top level: a directive's `#` first on its line, braces and semicolons.
+_STRUCTURE = re.compile(r"^[ \t]*#|[{};]", re.MULTILINE)
+_SEMICOLON_NEXT = re.compile(r"[ \t]*;")
+_NO_ARGUMENTS = re.compile(r"\s*\)")
+_RAW_PREFIXES = ("R", "LR", "uR", "UR", "u8R")
+_LITERAL_START = re.compile(r"//|/\*|['\"]")
+
+
+class _Unfollowable(Exception):
+    """The source does something the split cannot follow safely."""
 
 
 @dataclass
@@ -45,10 +58,7 @@ class _Item:
     start: int
     end: int
     kind: str  # "pp", "function", "declaration"
-    head: str = ""  # for functions: the text before the body's brace
-
-    def text(self, source: str) -> str:
-        return source[self.start : self.end]
+    head: str = ""  # for functions: the (masked) text before the body's brace
 
 
 @dataclass
@@ -60,8 +70,33 @@ class SplitSources:
     launched: list[str] = field(default_factory=list)
 
 
-def _skip_literal(source: str, i: int) -> int:
-    """Index after the comment or string literal starting at i (i itself when none starts there)."""
+def _token_start(source: str, i: int) -> int:
+    """Start of the identifier or number that ends right before i."""
+    while i > 0 and (source[i - 1].isalnum() or source[i - 1] in "_.'"):
+        i -= 1
+    return i
+
+
+def _quoted_end(source: str, i: int) -> int:
+    """Index after the string or character literal whose quote is at i."""
+    quote, j = source[i], i + 1
+    # An unterminated one ends with its line, as the preprocessor has it (`#error don't`).
+    while j < len(source) and source[j] not in (quote, "\n"):
+        j += 2 if source[j] == "\\" else 1
+    return j + 1 if j < len(source) and source[j] == quote else min(j, len(source))
+
+
+def _raw_end(source: str, i: int) -> int:
+    """Index after the raw string literal whose opening quote is at i."""
+    open_paren = source.find("(", i)
+    if open_paren < 0:
+        return len(source)
+    end = source.find(")" + source[i + 1 : open_paren] + '"', open_paren)
+    return len(source) if end < 0 else end + open_paren - i + 1
+
+
+def _literal_end(source: str, i: int) -> int:
+    """Index after the comment or literal starting at i (i itself when none starts there)."""
     two = source[i : i + 2]
     if two == "//":
         end = source.find("\n", i)
@@ -69,74 +104,109 @@ def _skip_literal(source: str, i: int) -> int:
     if two == "/*":
         end = source.find("*/", i + 2)
         return len(source) if end < 0 else end + 2
-    if source[i] in "\"'":
-        quote, j = source[i], i + 1
-        while j < len(source) and source[j] != quote:
-            j += 2 if source[j] == "\\" else 1
-        return j + 1
+    if source[i] == "'":
+        # A digit separator (1'000) is no character literal.
+        return i if source[_token_start(source, i)].isdigit() else _quoted_end(source, i)
+    if source[i] == '"':
+        prefix = source[_token_start(source, i) : i]
+        return _raw_end(source, i) if prefix in _RAW_PREFIXES else _quoted_end(source, i)
     return i
 
 
-def _scan(source: str) -> list[_Item] | None:
-    """Split the source into top-level items; None if it is not shaped as this scanner expects."""
-    items: list[_Item] = []
-    i, start, depth, head_end = 0, 0, 0, -1
-    at_line_start = True
-    while i < len(source):
-        c = source[i]
-        skipped = _skip_literal(source, i)
-        if skipped != i:
-            i = skipped
-            continue
-        if c == "\n":
-            at_line_start = True
+def _mask(source: str) -> str:
+    """The source with comments and literals turned into spaces: same length, newlines kept.
+
+    Every structural question (braces, `<<<`, torch names) is asked of this text, so a brace or
+    `<<<` in a comment or string cannot mislead the scanner.
+    """
+    out, i, copied = [], 0, 0
+    while match := _LITERAL_START.search(source, i):
+        i = match.start()
+        end = _literal_end(source, i)
+        if end == i:
             i += 1
             continue
-        if c.isspace():
-            i += 1
-            continue
-        if c == "#" and at_line_start and depth == 0:
-            if source[start:i].strip():
-                return None  # a directive in the middle of a declaration
-            end = i
-            while True:
-                end = source.find("\n", end)
-                if end < 0 or source[end - 1] != "\\":
-                    break
-                end += 1
-            end = len(source) if end < 0 else end
-            items.append(_Item(i, end, "pp"))
-            i = start = end
-            continue
-        at_line_start = False
-        if c == "{":
-            if depth == 0:
-                head_end = i
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth < 0:
-                return None
-            if depth == 0:
-                head = source[start:head_end]
-                following = source[i + 1 :].lstrip(" \t")
-                if following.startswith(";") or (not head.rstrip().endswith(")") and ")" not in head):
-                    # struct/class/enum/namespace/initializer: a declaration, up to its semicolon
-                    semicolon = source.find(";", i)
-                    if semicolon < 0 or re.match(r"\s*(?:namespace|extern)\b", head):
-                        return None
-                    items.append(_Item(start, semicolon + 1, "declaration"))
-                    i = start = semicolon + 1
-                    continue
-                items.append(_Item(start, i + 1, "function", head=head))
-                start = i + 1
-        elif c == ";" and depth == 0:
-            items.append(_Item(start, i + 1, "declaration"))
-            start = i + 1
-        i += 1
-    if depth != 0 or source[start:].strip():
-        return None
-    return items
+        out.append(source[copied:i])
+        out.append(re.sub(r"[^\n]", " ", source[i:end]))
+        i = copied = end
+    out.append(source[copied:])
+    return "".join(out)
+
+
+def _directive_end(code: str, i: int) -> int:
+    """Index of the newline that ends the directive starting at i (continuation lines included)."""
+    while True:
+        end = code.find("\n", i)
+        if end < 0:
+            return len(code)
+        if not code[i:end].rstrip(" \t\r").endswith("\\"):
+            return end
+        i = end + 1
+
+
+class _Scanner:
+    """Cuts masked source into top-level items."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+        self.items: list[_Item] = []
+        self.start = 0  # where the item being read began
+        self.depth = 0
+        self.head_end = 0  # the brace that opened the current top-level body
+
+    def items_or_raise(self) -> list[_Item]:
+        """The items, in order; raises _Unfollowable when the source is not shaped as expected."""
+        position = 0
+        while match := _STRUCTURE.search(self.code, position):
+            position = self._step(match.end() - 1)
+        if self.depth or self.code[self.start :].strip():
+            raise _Unfollowable("unbalanced braces or an unterminated declaration")
+        return self.items
+
+    def _step(self, at: int) -> int:
+        """Handle the structural character at `at`; returns where to continue."""
+        token = self.code[at]
+        if token == "#":
+            return self._directive(at)
+        if token == "{":
+            if self.depth == 0:
+                self.head_end = at
+            self.depth += 1
+        elif token == "}":
+            return self._close(at)
+        elif self.depth == 0:
+            self._add(at + 1, "declaration")
+        return at + 1
+
+    def _add(self, end: int, kind: str, head: str = "") -> None:
+        self.items.append(_Item(self.start, end, kind, head))
+        self.start = end
+
+    def _directive(self, at: int) -> int:
+        if self.depth:
+            return at + 1  # #pragma and the like inside a body belong to it
+        if self.code[self.start : at].strip():
+            raise _Unfollowable("a directive in the middle of a declaration")
+        self.start = at
+        self._add(_directive_end(self.code, at), "pp")
+        return self.start
+
+    def _close(self, at: int) -> int:
+        self.depth -= 1
+        if self.depth < 0:
+            raise _Unfollowable("unbalanced }")
+        if self.depth:
+            return at + 1
+        head = self.code[self.start : self.head_end]
+        if _SEMICOLON_NEXT.match(self.code, at + 1) or ")" not in head:
+            # struct/class/enum/namespace/initializer: a declaration, up to its semicolon
+            semicolon = self.code.find(";", at)
+            if semicolon < 0 or _SCOPE.match(head):
+                raise _Unfollowable("a namespace, an extern block or an unterminated declaration")
+            self._add(semicolon + 1, "declaration")
+        else:
+            self._add(at + 1, "function", head)
+        return self.start
 
 
 def _split_top(text: str, separators: str = ",") -> list[str]:
@@ -175,32 +245,49 @@ def _kernel_params(head: str) -> tuple[str, list[str]] | None:
     return params.strip(), names
 
 
-def _kernel_name(head: str) -> str | None:
+def _kernel_name(head: str) -> str:
     names = _IDENT.findall(head[: head.find("(")])
-    return names[-1] if names else None
+    if not names:
+        raise _Unfollowable("a kernel without a name")
+    return names[-1]
 
 
-def _rewrite_launches(body: str, kernels: set[str]) -> tuple[str, list[str]] | None:
-    """Replace each `k<<<cfg>>>(args)` with `__profsvc_launch_k(cfg, 0.., args)`; None if one is not plain."""
+def _kernels(items: list[_Item]) -> dict[str, tuple[str, list[str]]]:
+    """The launchable kernels: name to (parameter list, parameter names)."""
+    kernels = {}
+    for item in items:
+        if item.kind != "function" or "__global__" not in item.head or _TEMPLATE.search(item.head):
+            continue
+        head = _ATTRIBUTES.sub(" ", item.head)
+        name, params = _kernel_name(head), _kernel_params(head)
+        if params is not None:
+            kernels[name] = params
+    return kernels
+
+
+def _rewrite_launches(text: str, code: str, kernels: dict[str, tuple[str, list[str]]]) -> tuple[str, list[str]]:
+    """Replace each `k<<<cfg>>>(args)` with `__profsvc_launch_k(cfg, 0.., args)` (code: text masked)."""
     out, launched, position = [], [], 0
-    for match in _LAUNCH.finditer(body):
+    for match in _LAUNCH.finditer(code):
         name, template_args = match.group(1), match.group(2)
         if template_args or name not in kernels:
-            return None
-        config_end = body.find(">>>", match.end())
+            raise _Unfollowable(f"launch of {name}: templated or not a kernel defined here")
+        config_end = code.find(">>>", match.end())
         if config_end < 0:
-            return None
-        config = _split_top(body[match.end() : config_end])
-        paren = body.find("(", config_end + 3)
-        if not 2 <= len(config) <= 4 or paren < 0 or body[config_end + 3 : paren].strip():
-            return None
+            raise _Unfollowable(f"launch of {name}: no `>>>`")
+        paren = code.find("(", config_end + 3)
+        config = _split_top(code[match.end() : config_end])
+        if paren < 0 or code[config_end + 3 : paren].strip() or not 2 <= len(config) <= 4:
+            raise _Unfollowable(f"launch of {name}: not a plain `<<<cfg>>>(args)`")
         config += ["0"] * (4 - len(config))
-        separator = "" if body[paren + 1 :].lstrip().startswith(")") else ", "
-        out.append(body[position : match.start()])
-        out.append(f"{LAUNCHER_PREFIX}{name}({', '.join(c.strip() for c in config)}{separator}")
+        separator = "" if _NO_ARGUMENTS.match(code, paren + 1) else ", "
+        out += [text[position : match.start()], f"{LAUNCHER_PREFIX}{name}({', '.join(c.strip() for c in config)}"]
+        out.append(separator)
         position = paren + 1
         launched.append(name)
-    out.append(body[position:])
+    if code.count("<<<") != len(launched):
+        raise _Unfollowable("a launch of something other than a plain kernel name")
+    out.append(text[position:])
     return "".join(out), launched
 
 
@@ -209,86 +296,104 @@ def _blank(text: str) -> str:
     return "\n" * text.count("\n")
 
 
+def _is_variable(code: str) -> bool:
+    """Whether a plain (non-type, non-const) declaration defines a variable rather than declaring a function."""
+    before_params = code.split("(", 1)[0]
+    return "(" not in code or ("=" in before_params and "operator" not in before_params)
+
+
+def _launcher_signature(name: str, params: str) -> str:
+    extra = f", {params}" if params and params != "void" else ""
+    return f"void {LAUNCHER_PREFIX}{name}(dim3 grid, dim3 block, size_t shared, cudaStream_t stream{extra})"
+
+
+class _Halves:
+    """Sends each top-level item to the CUDA part, the host part, or both."""
+
+    def __init__(self, source: str, code: str, kernels: dict[str, tuple[str, list[str]]]) -> None:
+        self.source = source
+        self.code = code
+        self.kernels = kernels
+        self.cuda: list[str] = []
+        self.includes: list[str] = []
+        self.host: list[str] = []
+        self.launched: list[str] = []
+        self.position = 0
+
+    def add(self, item: _Item) -> None:
+        # What lies between items (whitespace, comments) stays in the CUDA part to keep its lines.
+        self.cuda.append(self.source[self.position : item.start])
+        self.position = item.end
+        text, code = self.source[item.start : item.end], self.code[item.start : item.end]
+        if item.kind == "pp":
+            self._directive(text, code)
+        elif item.kind == "function":
+            self._function(text, code, item.head)
+        else:
+            self._declaration(text, code)
+
+    def _directive(self, text: str, code: str) -> None:
+        if _CONDITIONAL.match(code):
+            raise _Unfollowable("top-level conditional compilation")
+        if _TORCH_INCLUDE.match(text):
+            self.cuda.append(_blank(text))
+            self.includes.append(text)
+        elif _TORCH.search(code):
+            self.cuda.append(_blank(text))
+            self.host.append(text)
+        else:
+            self.cuda.append(text)
+            self.host.append(text)
+
+    def _function(self, text: str, code: str, head: str) -> None:
+        device_side = _DEVICE_FUNCTION.search(head)
+        if device_side or not _TORCH.search(code):
+            if "<<<" in code and not device_side:
+                raise _Unfollowable("a plain host launcher: the host part would need its declaration")
+            self.cuda.append(text)
+            return
+        body, names = _rewrite_launches(text, code, self.kernels)
+        # Declared right before their first caller: after every type and macro their parameters can use.
+        for name in names:
+            if name not in self.launched:
+                self.launched.append(name)
+                self.host.append(_launcher_signature(name, self.kernels[name][0]) + ";")
+        self.cuda.append(_blank(text))
+        self.host.append(body)
+
+    def _declaration(self, text: str, code: str) -> None:
+        if _DEVICE_STORAGE.search(code) or "__global__" in code:
+            self.cuda.append(text)
+        elif _TORCH.search(code):
+            self.cuda.append(_blank(text))
+            self.host.append(text)
+        elif _TYPE_DECL.search(code) or not _is_variable(code):
+            # Types, constants and prototypes: both halves may need them.
+            self.cuda.append(text)
+            self.host.append(text)
+        else:
+            raise _Unfollowable("a global variable: one definition cannot live in both halves")
+
+    def result(self) -> SplitSources:
+        self.cuda.append(self.source[self.position :])
+        launchers = []
+        for name in self.launched:
+            params, names = self.kernels[name]
+            call = f"{name}<<<grid, block, shared, stream>>>({', '.join(names)});"
+            launchers.append(f"{_launcher_signature(name, params)} {{ {call} }}")
+        cuda = "\n".join([CUDA_PRELUDE, "".join(self.cuda), *launchers])
+        host = "\n".join([HOST_PRELUDE, *self.includes, *self.host, ""])
+        return SplitSources(cuda=cuda, host=host, launched=self.launched)
+
+
 def split_source(cuda_source: str) -> SplitSources | None:
     """Split a load_inline CUDA source into a torch-free CUDA part and a torch host part (None: cannot)."""
-    items = _scan(cuda_source)
-    if items is None:
+    code = _mask(cuda_source)
+    try:
+        items = _Scanner(code).items_or_raise()
+        halves = _Halves(cuda_source, code, _kernels(items))
+        for item in items:
+            halves.add(item)
+    except _Unfollowable:
         return None
-    kernels: dict[str, tuple[str, list[str]]] = {}
-    for item in items:
-        if item.kind == "function" and "__global__" in item.head:
-            if re.search(r"\btemplate\b", item.head):
-                continue
-            head = _ATTRIBUTES.sub(" ", item.head)
-            name, params = _kernel_name(head), _kernel_params(head)
-            if name is None:
-                return None
-            if params is not None:
-                kernels[name] = params
-    cuda_parts: list[str] = []
-    host_parts: list[str] = []
-    launched: list[str] = []
-    position = 0
-    for item in items:
-        text = item.text(cuda_source)
-        gap = cuda_source[position : item.start]
-        position = item.end
-        cuda_parts.append(gap)
-        torch_side = bool(_TORCH.search(text))
-        if item.kind == "pp":
-            if _CONDITIONAL.match(text):
-                return None
-            if _TORCH_INCLUDE.match(text):
-                cuda_parts.append(_blank(text))
-                host_parts.append(text)
-            elif torch_side:
-                cuda_parts.append(_blank(text))
-                host_parts.append(text)
-            else:
-                cuda_parts.append(text)
-                host_parts.append(text)
-            continue
-        if item.kind == "function":
-            device_side = re.search(r"\b(?:__global__|__device__)\b", item.head)
-            if device_side or not torch_side:
-                if "<<<" in text and not device_side:
-                    return None  # a plain host launcher: the host part would need its declaration
-                cuda_parts.append(text)
-                continue
-            rewritten = _rewrite_launches(text, set(kernels))
-            if rewritten is None:
-                return None
-            body, names = rewritten
-            launched += [n for n in names if n not in launched]
-            cuda_parts.append(_blank(text))
-            host_parts.append(body)
-            continue
-        if _DEVICE_STORAGE.search(text) or "__global__" in text:
-            cuda_parts.append(text)
-        elif torch_side:
-            cuda_parts.append(_blank(text))
-            host_parts.append(text)
-        elif _TYPE_DECL.search(text) or "(" in text:
-            # Types, constants and prototypes: both halves may need them.
-            cuda_parts.append(text)
-            host_parts.append(text)
-        else:
-            return None  # a global variable: one definition cannot live in both halves
-    cuda_parts.append(cuda_source[position:])
-    if not launched:
-        return None
-    launchers = []
-    declarations = []
-    for name in launched:
-        params, names = kernels[name]
-        extra = f", {params}" if params and params != "void" else ""
-        signature = f"void {LAUNCHER_PREFIX}{name}(dim3 grid, dim3 block, size_t shared, cudaStream_t stream{extra})"
-        launchers.append(f"{signature} {{ {name}<<<grid, block, shared, stream>>>({', '.join(names)}); }}")
-        declarations.append(f"{signature};")
-    cuda = "\n".join([CUDA_PRELUDE, "".join(cuda_parts), *launchers])
-    includes = [p for p in host_parts if _TORCH_INCLUDE.match(p)]
-    rest = [p for p in host_parts if not _TORCH_INCLUDE.match(p)]
-    # The launchers' declarations go after the macros and types their parameters may use, before the functions.
-    first_function = next((i for i, p in enumerate(rest) if p.lstrip()[:1] != "#" and "{" in p), len(rest))
-    host = "\n".join([HOST_PRELUDE, *includes, *rest[:first_function], *declarations, *rest[first_function:], ""])
-    return SplitSources(cuda=cuda, host=host, launched=launched)
+    return halves.result() if halves.launched else None

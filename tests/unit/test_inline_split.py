@@ -1,0 +1,249 @@
+"""Splitting a load_inline CUDA source into a torch-free CUDA part and a torch host part."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from profsvc.worker.inline_split import CUDA_PRELUDE, LAUNCHER_PREFIX, split_source
+from tests.conftest import FIXTURES
+
+TORCH = "#include <torch/extension.h>\n"
+
+
+def _seed_source() -> str:
+    tree = ast.parse((FIXTURES / "seed47.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_cuda_src" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError("seed47.py has no _cuda_src")
+
+
+SEED = _seed_source()
+
+
+def _host_function(body: str) -> str:
+    return f"torch::Tensor run(torch::Tensor x) {{\n  {body}\n  return x;\n}}\n"
+
+
+def _split(source: str):
+    split = split_source(source)
+    assert split is not None
+    return split
+
+
+def _lines_before_launchers(cuda: str, source: str) -> list[str]:
+    """The CUDA part's lines that stand for the user's source (prelude included, launchers left out)."""
+    return cuda.splitlines()[: len((CUDA_PRELUDE + "\n" + source).splitlines())]
+
+
+def _nvcc(tmp_path: Path, cuda: str) -> subprocess.CompletedProcess[str]:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not installed")
+    source = tmp_path / "cuda.cu"
+    source.write_text(cuda)
+    command = [nvcc, "-arch=sm_90", "-c", "-o", str(tmp_path / "cuda.o"), str(source)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+# --- the seed problem ---------------------------------------------------------------------------
+
+
+def test_seed_splits_with_one_launched_kernel():
+    assert _split(SEED).launched == ["vga_linear_kernel"]
+
+
+def test_seed_kernel_lines_keep_their_line_numbers():
+    reference = (CUDA_PRELUDE + "\n" + SEED).splitlines()
+    cuda = _split(SEED).cuda.splitlines()
+    first = next(i for i, line in enumerate(reference) if line.startswith("__global__"))
+    last = next(i for i in range(first, len(reference)) if reference[i] == "}")
+    assert last - first > 5
+    for number in range(first, last + 1):
+        assert cuda[number] == reference[number], f"line {number + 1}"
+    # Every other line of the user's source is either kept where it was or blanked.
+    for number, line in enumerate(_lines_before_launchers(_split(SEED).cuda, SEED)):
+        assert line in (reference[number], ""), f"line {number + 1}"
+
+
+def test_seed_torch_include_and_host_function_are_blanked_in_cuda_part():
+    split = _split(SEED)
+    region = "\n".join(_lines_before_launchers(split.cuda, SEED))
+    assert "torch" not in split.cuda
+    assert "vga_linear_forward" not in split.cuda
+    assert "#define WPB 7" in region
+    assert "#include <torch/extension.h>" in split.host
+    assert "torch::Tensor vga_linear_forward(" in split.host
+
+
+def test_seed_host_part_calls_the_launcher_with_zero_shared_memory_and_stream():
+    split = _split(SEED)
+    assert "<<<" not in split.host
+    assert f"{LAUNCHER_PREFIX}vga_linear_kernel(dim3(8, B), dim3(224), 0, 0, x.data_ptr<float>()," in split.host
+    # Declared before its caller, after the macros its call uses.
+    declaration = split.host.index(f"void {LAUNCHER_PREFIX}vga_linear_kernel(dim3 grid")
+    assert split.host.index("#define WPB 7") < declaration < split.host.index("torch::Tensor vga_linear_forward(")
+    assert "__global__" not in split.host
+
+
+def test_seed_cuda_part_launcher_passes_every_kernel_argument():
+    launcher = _split(SEED).cuda.split(f"void {LAUNCHER_PREFIX}vga_linear_kernel(", 1)[1]
+    assert "vga_linear_kernel<<<grid, block, shared, stream>>>(x, w, bias, y);" in launcher
+
+
+def test_seed_cuda_part_compiles_with_nvcc(tmp_path):
+    result = _nvcc(tmp_path, _split(SEED).cuda)
+    assert result.returncode == 0, result.stderr
+
+
+# --- launches ------------------------------------------------------------------------------------
+
+
+def test_launch_with_shared_memory_pads_the_stream():
+    source = TORCH + "__global__ void k(float* x) {}\n" + _host_function("k<<<4, 64, 128>>>(x.data_ptr<float>());")
+    assert f"{LAUNCHER_PREFIX}k(4, 64, 128, 0, x.data_ptr<float>());" in _split(source).host
+
+
+def test_launch_with_stream_keeps_all_four_values():
+    launch = "k<<<4, 64, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>());"
+    source = TORCH + "__global__ void k(float* x) {}\n" + _host_function(launch)
+    split = _split(source)
+    assert f"{LAUNCHER_PREFIX}k(4, 64, 0, at::cuda::getCurrentCUDAStream(), x.data_ptr<float>());" in split.host
+    assert "getCurrentCUDAStream" not in split.cuda
+
+
+def test_two_kernels_launched_from_one_host_function():
+    kernels = "__global__ void a(float* x) { x[0] = 1; }\n__global__ void b(int n, float* y) { y[n] = 2; }\n"
+    body = "a<<<1, 32>>>(x.data_ptr<float>());\n  b<<<2, 64>>>(3, x.data_ptr<float>());"
+    split = _split(TORCH + kernels + _host_function(body))
+    assert split.launched == ["a", "b"]
+    assert f"{LAUNCHER_PREFIX}a(1, 32, 0, 0, x.data_ptr<float>());" in split.host
+    assert f"{LAUNCHER_PREFIX}b(2, 64, 0, 0, 3, x.data_ptr<float>());" in split.host
+    assert "b<<<grid, block, shared, stream>>>(n, y);" in split.cuda
+    assert split.host.count(f"void {LAUNCHER_PREFIX}a(") == 1
+
+
+def test_kernel_without_arguments():
+    split = _split(TORCH + "__global__ void tick() {}\n" + _host_function("tick<<<1, 1>>>();"))
+    assert f"{LAUNCHER_PREFIX}tick(1, 1, 0, 0);" in split.host
+    assert f"void {LAUNCHER_PREFIX}tick(dim3 grid, dim3 block, size_t shared, cudaStream_t stream)" in split.cuda
+    assert "tick<<<grid, block, shared, stream>>>();" in split.cuda
+
+
+def test_types_and_constants_used_by_kernel_parameters_go_to_both_parts():
+    types = "struct Pair { float* p; int n; };\ntypedef float real;\nconstexpr int THREADS = 128;\n"
+    kernel = "__global__ void k(Pair pair, real scale) { pair.p[0] = scale; }\n"
+    source = TORCH + types + kernel + _host_function("k<<<1, THREADS>>>(Pair{x.data_ptr<float>(), 1}, 2.0f);")
+    split = _split(source)
+    for declaration in ("struct Pair { float* p; int n; };", "typedef float real;", "constexpr int THREADS = 128;"):
+        assert declaration in split.cuda
+        assert declaration in split.host
+    # The launcher's declaration names Pair and real: it must come after them.
+    assert split.host.index("typedef float real;") < split.host.index(f"void {LAUNCHER_PREFIX}k(")
+
+
+def test_device_globals_stay_in_the_cuda_part_only():
+    globals_ = "__constant__ float table[4];\n__device__ int counter;\n"
+    kernel = "__global__ void k(float* x) { x[counter] = table[0]; }\n"
+    split = _split(TORCH + globals_ + kernel + _host_function("k<<<1, 1>>>(x.data_ptr<float>());"))
+    assert "__constant__ float table[4];" in split.cuda
+    assert "__device__ int counter;" in split.cuda
+    assert "table" not in split.host
+    assert "counter" not in split.host
+
+
+def test_braces_and_launches_in_comments_and_strings_are_not_code():
+    source = (
+        TORCH
+        + "// an open brace { in a comment\n"
+        + "/* k<<<1, 1>>>(); } */\n"
+        + "__global__ void k(char* s /* out */, int n) { const char* t = \"}{<<<\"; char c = '{'; s[n] = c; }\n"
+        + _host_function('// k<<<9, 9>>>(0, 0);\n  k<<<1, 1>>>((char*)"<<<}", 1);')
+    )
+    split = _split(source)
+    assert split.launched == ["k"]
+    assert f'{LAUNCHER_PREFIX}k(1, 1, 0, 0, (char*)"<<<}}", 1);' in split.host
+    assert "// k<<<9, 9>>>(0, 0);" in split.host  # the comment is left as it was
+    # The parameter named in a comment is not taken for the parameter's name.
+    assert "k<<<grid, block, shared, stream>>>(s, n);" in split.cuda
+    assert "const char* t = \"}{<<<\"; char c = '{';" in split.cuda
+
+
+def test_comment_naming_global_does_not_make_a_host_function_a_kernel():
+    source = TORCH + "__global__ void k() {}\n// runs the __global__ kernel\n" + _host_function("k<<<1, 1>>>();")
+    split = _split(source)
+    assert "torch::" not in split.cuda
+    assert f"{LAUNCHER_PREFIX}k(1, 1, 0, 0);" in split.host
+
+
+def test_comments_between_and_after_items_are_allowed():
+    source = TORCH + "__global__ void k() {}\n// macros\n#define Z 1\n" + _host_function("k<<<Z, 1>>>();") + "// end\n"
+    split = _split(source)
+    assert "#define Z 1" in split.cuda
+    assert "// end" in split.cuda
+
+
+def test_digit_separator_and_raw_string_do_not_open_literals():
+    kernel = "__global__ void k(int* x) { x[0] = 1'000; x[1] = '}'; }\n"
+    body = 'const char* doc = R"d(} "<<<" {)d"; k<<<1, 1>>>(nullptr);'
+    split = _split(TORCH + kernel + _host_function(body))
+    assert f"{LAUNCHER_PREFIX}k(1, 1, 0, 0, nullptr);" in split.host
+    assert 'R"d(} "<<<" {)d"' in split.host
+
+
+def test_cuda_part_of_kernels_with_types_and_commented_parameters_compiles_with_nvcc(tmp_path):
+    source = (
+        TORCH
+        + "struct Pair { float* p; int n; };\n"
+        + "__constant__ float table[4];\n"
+        + "__global__ void a(Pair pair, // the data\n    float scale /* factor */) {\n"
+        + "  pair.p[0] = scale * table[0] + 1'000;\n}\n"
+        + "__global__ void b() {}\n"
+        + _host_function(
+            "a<<<1, 32, 0, at::cuda::getCurrentCUDAStream()>>>(Pair{x.data_ptr<float>(), 1}, 10.0f);\n  b<<<1, 1>>>();"
+        )
+    )
+    result = _nvcc(tmp_path, _split(source).cuda)
+    assert result.returncode == 0, result.stderr
+
+
+# --- what the split declines ---------------------------------------------------------------------
+
+
+DECLINED = {
+    "templated launch": "template <typename T> __global__ void k(T* x) {}\n"
+    + _host_function("k<float><<<1, 1>>>(x.data_ptr<float>());"),
+    "top-level #ifdef": "#ifdef FAST\n#define N 4\n#endif\n__global__ void k() {}\n" + _host_function("k<<<1, 1>>>();"),
+    "top-level #if": "#if 1\n#endif\n__global__ void k() {}\n" + _host_function("k<<<1, 1>>>();"),
+    "namespace": "namespace q { __device__ int one() { return 1; } }\n__global__ void k() {}\n"
+    + _host_function("k<<<1, 1>>>();"),
+    "namespace after a comment": "// helpers\nnamespace q { __device__ int one() { return 1; } }\n"
+    + "__global__ void k() {}\n"
+    + _host_function("k<<<1, 1>>>();"),
+    "namespace after the host function": "__global__ void k() {}\n"
+    + _host_function("k<<<1, 1>>>();")
+    + "namespace q { __device__ int one() { return 1; } }\ntypedef int Tail;\n",
+    "extern block": "__global__ void k() {}\n"
+    + _host_function("k<<<1, 1>>>();")
+    + 'extern "C" { __device__ int one() { return 1; } }\ntypedef int Tail;\n',
+    "global variable": "int calls = 0;\n__global__ void k() {}\n" + _host_function("k<<<1, 1>>>();"),
+    "global variable set by a call": "float scale = sqrtf(2.0f);\n__global__ void k() {}\n"
+    + _host_function("k<<<1, 1>>>();"),
+    "unclosed brace": "__global__ void k() { {\n" + _host_function("k<<<1, 1>>>();"),
+    "extra closing brace": "__global__ void k() { }}\n" + _host_function("k<<<1, 1>>>();"),
+    "no launches": "__global__ void k() {}\n" + _host_function(""),
+    "launch through an expression": "__global__ void k() {}\n"
+    + _host_function("void (*ks[1])() = {k};\n  ks[0]<<<1, 1>>>();\n  k<<<1, 1>>>();"),
+    "launch of an unknown kernel": "__global__ void k() {}\n" + _host_function("other<<<1, 1>>>();"),
+    "plain host launcher": "__global__ void k() {}\nvoid go() { k<<<1, 1>>>(); }\n" + _host_function("go();"),
+}
+
+
+@pytest.mark.parametrize("source", DECLINED.values(), ids=DECLINED.keys())
+def test_declines_what_it_cannot_follow(source):
+    assert split_source(TORCH + source) is None
