@@ -71,8 +71,9 @@ module = importlib.import_module(seed.stem)
 kwargs = dict(name="vga_linear_probe", cpp_sources=module._cpp_src, cuda_sources=module._cuda_src,
               functions=["vga_linear_forward"], extra_cuda_cflags=["-O3", "--use_fast_math"], extra_cflags=["-O3"])
 if route == "torch":
-    kwargs["build_directory"] = str(cache)
-    cache.mkdir(parents=True, exist_ok=True)
+    # torch's own layout (TORCH_EXTENSIONS_DIR/NAME): the plain ncu runs then find this build.
+    kwargs["build_directory"] = str(cache / "vga_linear_probe")
+    (cache / "vga_linear_probe").mkdir(parents=True, exist_ok=True)
 start = time.monotonic()
 ext = cpp_extension.load_inline(**kwargs)
 seconds = time.monotonic() - start
@@ -134,7 +135,7 @@ class Server:
         self.port = _free_port()
         self.metrics_port = _free_port()
         command = [sys.executable, "-m", "profsvc_client.cli", "serve", "--port", str(self.port)]
-        command += ["--state-dir", str(self.state), "--metrics-port", str(self.metrics_port), "--job-timeout", "180"]
+        command += ["--state-dir", str(self.state), "--metrics-port", str(self.metrics_port), "--job-timeout", "80"]
         if not warm:
             command.append("--no-warm-workers")
         self.log = open(work / f"{name}.log", "w")
@@ -143,7 +144,7 @@ class Server:
 
     def wait_ready(self, kinds: tuple[str, ...], timeout: float = 120) -> bool:
         """Wait until the server answers and the named warm workers wait for a job."""
-        from profsvc_client import ProfilerClient
+        from profsvc_client.client import ProfilerClient
 
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -194,13 +195,16 @@ def _timed(call: Callable[[], Any]) -> tuple[float, Any]:
 
 def bench_server(server: Server, runs: int, label: str, results: dict[str, Any], out: Path) -> None:
     """Warm-cache Profile and Evaluate (no profile) of the seed through the server."""
-    from profsvc_client import ProfilerClient, load_source
+    from profsvc_client.client import ProfilerClient, load_source
 
     source = load_source(SEED)
-    with ProfilerClient(server.target, timeout=180) as client:
+    with ProfilerClient(server.target, timeout=90) as client:
         log(f"{label}: first Profile (builds the extension into the server's cache)")
-        first_seconds, first = _timed(lambda: client.profile(source))
-        results[f"{label}_first_profile"] = {"seconds": first_seconds, "ok": first.ok, "error": str(first.error)}
+        try:
+            first_seconds, first = _timed(lambda: client.profile(source))
+            results[f"{label}_first_profile"] = {"seconds": first_seconds, "ok": first.ok, "error": str(first.error)}
+        except Exception as error:  # the timed calls below say whether it was more than a first-call failure
+            results["errors"][f"{label}_first_profile"] = str(error)
         profiles, passes, evaluates = [], [], []
         for i in range(runs):
             server.wait_ready(("ncu",), timeout=60)
@@ -281,7 +285,7 @@ def make_problems(directory: Path, count: int) -> list[Path]:
 
 def bench_throughput(server: Server, problems: list[Path], results: dict[str, Any]) -> None:
     """All problems through one server by 8 clients: jobs per minute and the GPU-busy fraction."""
-    from profsvc_client import ProfilerClient, load_source
+    from profsvc_client.client import ProfilerClient, load_source
 
     utilization: list[float] = []
     stop = threading.Event()

@@ -122,6 +122,8 @@ class StartedProcess:
         self._pumps = asyncio.gather(
             _pump(process.stdout, self._out, self._forward), _pump(process.stderr, self._err, None)
         )
+        # A pump cancelled at shutdown is not an error worth a log line.
+        self._pumps.add_done_callback(lambda done: done.cancelled() or done.exception())
 
     def _forward(self, chunk: str) -> None:
         if self.on_stdout is not None:
