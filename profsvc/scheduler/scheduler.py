@@ -41,6 +41,7 @@ from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
 from profsvc.scheduler.sessions import SessionStore
 from profsvc.scheduler.standby import StandbyPool, StandbySpec
 from profsvc.telemetry import Telemetry
+from profsvc.worker.standby import WARM_LIBRARIES
 from profsvc_client.errors import InvalidRequest, PreconditionFailed, Reason, ResourceExhausted
 from profsvc_client.models import (
     ArtifactRef,
@@ -108,7 +109,9 @@ class Scheduler:
         self.standby.keep("compile", self._standby_spec(HARNESS_MODULE, None, self.sandbox.wrap_cpu), depth=2)
         self.standby.keep("analyze", self._standby_spec(ANALYZE_MODULE, None, self.sandbox.wrap_cpu))
         for gpu in self._gpu_indices():
-            self.standby.keep(f"run-gpu{gpu}", self._standby_spec(HARNESS_MODULE, gpu, self.sandbox.wrap))
+            # Not under ncu: this one may also start the GPU libraries a timing run needs (cuBLAS, CUPTI).
+            run = self._standby_spec(HARNESS_MODULE, gpu, self.sandbox.wrap, extra={WARM_LIBRARIES: "1"})
+            self.standby.keep(f"run-gpu{gpu}", run)
             if self.host.ncu is not None:
                 self.standby.keep(f"ncu-gpu{gpu}", self._ncu_standby_spec(gpu), depth=2)
 
@@ -122,10 +125,14 @@ class Scheduler:
     def _worker_argv(self, module: str, directory: Path) -> list[str]:
         return [self.config.python, "-m", module, "--standby", str(directory), "--server-pid", str(os.getpid())]
 
-    def _standby_spec(self, module: str, gpu: int | None, wrap: Callable[[list[str]], list[str]]) -> StandbySpec:
+    def _standby_spec(
+        self, module: str, gpu: int | None, wrap: Callable[[list[str]], list[str]], extra: dict[str, str] | None = None
+    ) -> StandbySpec:
         return StandbySpec(
             command=lambda directory: wrap(self._worker_argv(module, directory)),
-            environment=lambda directory: job_environment(directory, gpu_index=gpu, cuda_arch=self._arch()),
+            environment=lambda directory: job_environment(
+                directory, gpu_index=gpu, cuda_arch=self._arch(), extra=extra
+            ),
         )
 
     def _ncu_standby_spec(self, gpu: int) -> StandbySpec:

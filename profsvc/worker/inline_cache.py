@@ -149,6 +149,23 @@ def _torch_version() -> str:
     return str(torch.__version__)
 
 
+def _load_built(name: str, directory: Path, is_python_module: bool) -> Any:
+    """Import a library the cache already holds, or None.
+
+    The directory's key covers everything that decides the build, so its library is current: this skips
+    torch's up-to-date check, which starts ninja and the compiler (each a process ncu follows).
+    """
+    from torch.utils import cpp_extension
+
+    importer = getattr(cpp_extension, "_import_module_from_library", None)
+    if importer is None or not (directory / f"{name}.so").is_file():
+        return None
+    try:
+        return importer(name, str(directory), is_python_module)
+    except (ImportError, OSError):
+        return None  # a damaged library: torch's own path rebuilds it
+
+
 def install(cache_root: Path, *, lineinfo: bool, user_text: str, recorder: InlineRecorder) -> None:
     """Replace torch's load_inline with the caching wrapper."""
     import torch
@@ -184,6 +201,11 @@ def install(cache_root: Path, *, lineinfo: bool, user_text: str, recorder: Inlin
         recorder.builds.append(build)
         start = time.monotonic()
         try:
+            for built, route in ((directory, "torch"), (fast_directory, "split")):
+                module = _load_built(name, built, bool(arguments.get("is_python_module", True)))
+                if module is not None and (route == "torch" or split_possible):
+                    build.route, build.build_directory = route, str(built)
+                    return module
             if split_possible and not _built(directory, name):
                 fast_directory.mkdir(parents=True, exist_ok=True)
                 try:

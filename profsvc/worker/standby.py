@@ -21,6 +21,8 @@ from pathlib import Path
 
 READY = "ready"
 CHANNEL = "job"
+# Set in a warm GPU worker's environment when it is not under ncu: it may start cuBLAS and CUPTI too.
+WARM_LIBRARIES = "PROFSVC_WARM_LIBRARIES"
 # How often a waiting worker checks that the server that started it is still there.
 LIFELINE_S = 1.0
 

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -22,7 +23,10 @@ pytestmark = pytest.mark.gpu
 
 def test_the_five_tools_on_the_seed(served: str) -> None:
     problem = (FIXTURES / "seed47.py").read_text()
-    params = StdioServerParameters(command=sys.executable, args=["-m", "profsvc_client.cli", "mcp", "--server", served])
+    # The SDK starts the server with a minimal environment: pass ours (a GPU host runs from PYTHONPATH).
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "profsvc_client.cli", "mcp", "--server", served], env=dict(os.environ)
+    )
 
     async def body(session: ClientSession) -> None:
         compiled = await session.call_tool("compile_kernel", {"kernel_code": problem, "file_name": "seed47.py"})
