@@ -4,12 +4,14 @@
 
 Every target is measured against its baseline in the same run, on the same machine:
 
-| target | profsvc | baseline |
-| --- | --- | --- |
-| cold build of the seed's extension | the worker's load_inline route (split + precompiled header) | torch's own load_inline |
-| profile, warm cache | `Profile` through `profsvc serve` over gRPC | plain `ncu --set full --import-source yes python harness` |
-| evaluate without profile | `Evaluate` through `profsvc serve`, warm workers | the same server with `--no-warm-workers` |
-| throughput, 20 distinct problems | `Profile` of all 20 through one server, 8 clients | one fresh process per job, one after another |
+- cold build of the seed's extension: the worker's load_inline route (split + precompiled header),
+  against torch's own load_inline;
+- profile, warm cache: `Profile` through `profsvc serve` over gRPC, against a plain
+  `ncu --set full --import-source yes python harness` run;
+- evaluate without profile: `Evaluate` through `profsvc serve` with warm workers, against the same server
+  with `--no-warm-workers`;
+- throughput of 20 distinct problems: `Profile` of all 20 through one server by 8 clients, against one
+  fresh process per job, one after another.
 
 It prints a table of medians and ratios and writes DIR/fastpath.json (every sample) and the
 reports it compared. A target that fails is reported as failed; the run goes on.
@@ -107,10 +109,12 @@ def bench_builds(work: Path, runs: int, results: dict[str, Any]) -> None:
     samples: dict[str, list[float]] = {"torch": [], "split-nopch": [], "split": [], "pch-first": []}
     log("cold build, torch's default load_inline")
     samples["torch"].append(timed_build("torch", work / "torch-build", env)["seconds"])
+    log(f"  {samples['torch'][-1]:.2f} s")
     shared = work / "split-cache"
     log("cold build, split route, first ever (builds the precompiled header too)")
     first = timed_build("split", shared, env)
     samples["pch-first"].append(first["seconds"])
+    log(f"  {first['seconds']:.2f} s")
     for i in range(runs):
         # A fresh extension cache each time, keeping the precompiled header (as a running server does).
         for entry in shared.iterdir():
@@ -121,8 +125,10 @@ def bench_builds(work: Path, runs: int, results: dict[str, Any]) -> None:
         if outcome["routes"] != ["split"]:
             raise RuntimeError(f"the split route was not taken: {outcome}")
         samples["split"].append(outcome["seconds"])
+        log(f"  {outcome['seconds']:.2f} s")
     log("cold build, split route without the precompiled header")
     samples["split-nopch"].append(timed_build("split-nopch", work / "nopch-cache", env)["seconds"])
+    log(f"  {samples['split-nopch'][-1]:.2f} s")
     results["build"] = samples
     results["torch_extensions_dir"] = str(work / "torch-build")
 
@@ -209,9 +215,8 @@ def bench_server(server: Server, runs: int, label: str, results: dict[str, Any],
         for i in range(runs):
             server.wait_ready(("ncu",), timeout=60)
             seconds, result = _timed(lambda: client.profile(source))
-            log(
-                f"{label}: Profile {i + 1}/{runs}: {seconds:.2f} s ok={result.ok} passes={result.ncu.passes if result.ncu else None}"
-            )
+            passes_now = result.ncu.passes if result.ncu else None
+            log(f"{label}: Profile {i + 1}/{runs}: {seconds:.2f} s ok={result.ok} passes={passes_now}")
             if result.ok:
                 profiles.append(seconds)
                 passes = list(result.ncu.passes) if result.ncu else []
@@ -236,7 +241,9 @@ def bench_plain_ncu(ncu: str, runs: int, work: Path, results: dict[str, Any], ou
     for i in range(runs):
         report = out / "plain.ncu-rep" if i == 0 else work / "plain.ncu-rep"
         command = [ncu, *PLAIN_NCU, "-f", "-o", str(report), sys.executable, str(HARNESS), str(SEED)]
-        seconds, done = _timed(lambda: subprocess.run(command, capture_output=True, text=True, env=env, timeout=120))
+        start = time.monotonic()
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120, check=False)
+        seconds = time.monotonic() - start
         passes = re.findall(r"-\s*(\d+)\s*pass", done.stdout)
         log(f"plain ncu {i + 1}/{runs}: {seconds:.2f} s rc={done.returncode} passes={passes}")
         if done.returncode == 0:
@@ -384,7 +391,8 @@ def table(results: dict[str, Any]) -> str:
         lines.append("")
         lines.append(
             f"Throughput: {throughput['ok']}/{throughput['problems']} problems in {throughput['wall_s']:.1f} s = "
-            f"{throughput['jobs_per_min']:.1f} jobs/min; GPU lane busy {100 * throughput['gpu_lane_busy_fraction']:.0f} % "
+            f"{throughput['jobs_per_min']:.1f} jobs/min; "
+            f"GPU lane busy {100 * throughput['gpu_lane_busy_fraction']:.0f} % "
             f"of the wall time; nvidia-smi utilization mean {throughput['nvidia_smi_utilization_mean_pct']} %."
         )
     if serial:
@@ -401,7 +409,11 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--problems", type=int, default=20)
     parser.add_argument("--skip", action="append", default=[], help="build, warm, plain, throughput, cold")
+    parser.add_argument("--table", type=Path, default=None, help="only print the table of a fastpath.json")
     args = parser.parse_args()
+    if args.table is not None:
+        print(table(json.loads(args.table.read_text())))
+        return 0
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="fastpath-"))
     ncu = shutil.which("ncu") or "ncu"
@@ -415,6 +427,8 @@ def main() -> int:
         except Exception as error:  # a failed target is reported, the others still run
             results["errors"][name] = f"{type(error).__name__}: {error}"[-3000:]
             log(f"{name} FAILED: {error}")
+        # After every step: a run cut short still leaves what it measured.
+        (args.out / "fastpath.json").write_text(json.dumps(results, indent=2, default=str))
 
     step("build", lambda: bench_builds(work, args.runs, results))
     pch = work / "split-cache" / "pch"
