@@ -175,6 +175,22 @@ class Server:
         text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).read().decode()
         return sum(float(v) for v in re.findall(r"^profsvc_gpu_busy_seconds_total\{[^}]*\} (\S+)$", text, re.M))
 
+    def stage_totals(self) -> dict[str, tuple[float, int]]:
+        """Seconds and count per job stage (compile, gpu_wait, profile, parse, ...) from /metrics."""
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).read().decode()
+        sums = dict(re.findall(r'^profsvc_job_stage_seconds_sum\{stage="([^"]+)"\} (\S+)$', text, re.M))
+        counts = dict(re.findall(r'^profsvc_job_stage_seconds_count\{stage="([^"]+)"\} (\S+)$', text, re.M))
+        return {stage: (float(sums[stage]), int(float(counts.get(stage, 0)))) for stage in sums}
+
+    def stage_means(self, before: dict[str, tuple[float, int]]) -> dict[str, float]:
+        """Mean seconds per job stage since `before`."""
+        means = {}
+        for stage, (total, count) in self.stage_totals().items():
+            old_total, old_count = before.get(stage, (0.0, 0))
+            if count > old_count:
+                means[stage] = (total - old_total) / (count - old_count)
+        return means
+
     def stop(self) -> None:
         """Stop the server (SIGINT: it stops its warm workers)."""
         self.process.send_signal(2)
@@ -212,6 +228,7 @@ def bench_server(server: Server, runs: int, label: str, results: dict[str, Any],
         except Exception as error:  # the timed calls below say whether it was more than a first-call failure
             results["errors"][f"{label}_first_profile"] = str(error)
         profiles, passes, evaluates = [], [], []
+        before = server.stage_totals()
         for i in range(runs):
             server.wait_ready(("ncu",), timeout=60)
             seconds, result = _timed(lambda: client.profile(source))
@@ -223,12 +240,18 @@ def bench_server(server: Server, runs: int, label: str, results: dict[str, Any],
                 report = next((a for a in result.artifacts if a.name.endswith(".ncu-rep")), None)
                 if report is not None and i == 0:
                     client.download_artifact(report.id, out / f"{label}-profile.ncu-rep")
+        # Where a profile's time goes, per server stage (the rest is gRPC, queueing and the client).
+        results[f"{label}_profile_stages"] = server.stage_means(before)
+        log(f"{label}: profile stages {results[f'{label}_profile_stages']}")
+        before = server.stage_totals()
         for i in range(runs):
             server.wait_ready(("run",), timeout=60)
             seconds, result = _timed(lambda: client.evaluate(source, skip_profile=True))
             ok = result.correctness.ok
             log(f"{label}: Evaluate {i + 1}/{runs}: {seconds:.2f} s correct={ok}")
             evaluates.append(seconds)
+    results[f"{label}_evaluate_stages"] = server.stage_means(before)
+    log(f"{label}: evaluate stages {results[f'{label}_evaluate_stages']}")
     results[f"{label}_profile"] = profiles
     results[f"{label}_passes"] = passes
     results[f"{label}_evaluate"] = evaluates

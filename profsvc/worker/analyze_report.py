@@ -29,10 +29,11 @@ EXIT_NO_READER = 4
 def _warm() -> None:
     """What a warm analyze worker pays before its job: the report reader, the tables and matplotlib."""
     from profsvc.metrics.reader import load_reader
-    from profsvc.report.roofline_chart import render_roofline  # noqa: F401
+    from profsvc.report.roofline_chart import warm_up
 
     load_catalog()
     load_rules()
+    warm_up()
     try:
         load_reader()
     except ReaderUnavailable:
