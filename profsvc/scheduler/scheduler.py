@@ -39,7 +39,7 @@ from profsvc.sandbox import NO_NETWORK_ISOLATION, Sandbox
 from profsvc.scheduler.artifacts import Workspaces
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
 from profsvc.scheduler.sessions import SessionStore
-from profsvc.scheduler.standby import StandbyPool, StandbySpec
+from profsvc.scheduler.standby import StandbyGone, StandbyPool, StandbySpec
 from profsvc.telemetry import Telemetry
 from profsvc.worker.standby import WARM_LIBRARIES
 from profsvc_client.errors import InvalidRequest, PreconditionFailed, Reason, ResourceExhausted
@@ -160,13 +160,15 @@ class Scheduler:
     ) -> ProcessResult:
         """Run a worker (`python -m module args`): on the kind's warm worker when there is one, else fresh."""
         standby = await self.standby.take(kind)
-        if standby is None:
-            return await run_process(fresh(argv), cwd=cwd, env=env, timeout=timeout, stdin_data=stdin)
-        try:
-            text = stdin.decode() if stdin else ""
-            return await standby.run(argv[3:], cwd=cwd, stdin=text, timeout=timeout, on_stdout=None)
-        finally:
-            standby.discard()
+        if standby is not None:
+            try:
+                text = stdin.decode() if stdin else ""
+                return await standby.run(argv[3:], cwd=cwd, stdin=text, timeout=timeout, on_stdout=None)
+            except StandbyGone:
+                pass  # it died before taking the job: run the job fresh
+            finally:
+                standby.discard()
+        return await run_process(fresh(argv), cwd=cwd, env=env, timeout=timeout, stdin_data=stdin)
 
     # ------------------------------------------------------------ admission
 
@@ -360,33 +362,35 @@ class Scheduler:
         kind = f"ncu-gpu{gpu}"
         warm = argv[1:3] == ["-m", HARNESS_MODULE] and options == self._default_ncu_options(options.export_path)
         standby = await self.standby.take(kind) if warm else None
-        if standby is None:
-            # A second ncu on the GPU beside the waiting warm worker's could wait for it: pause it meanwhile.
-            async with self.standby.paused(kind):
-                return await run_ncu(
-                    self.host.ncu.path,
-                    options,
-                    argv,
-                    env=self._env(job, gpu),
-                    cwd=job.workspace,
-                    timeout=self.config.limits.job_timeout_s,
-                    on_progress=on_progress,
-                    prefix=self.sandbox.network_prefix,
-                )
-        warm_options = dataclasses.replace(options, export_path=standby.directory / REPORT_NAME)
-        command = ncu_command(self.host.ncu.path, warm_options, argv)
+        if standby is not None:
+            warm_options = dataclasses.replace(options, export_path=standby.directory / REPORT_NAME)
+            command = ncu_command(self.host.ncu.path, warm_options, argv)
 
-        def run(feed: Callable[[str], None]) -> Awaitable[ProcessResult]:
-            timeout = self.config.limits.job_timeout_s
-            return standby.run(argv[3:], cwd=job.workspace, stdin="", timeout=timeout, on_stdout=feed)
+            def run(feed: Callable[[str], None]) -> Awaitable[ProcessResult]:
+                timeout = self.config.limits.job_timeout_s
+                return standby.run(argv[3:], cwd=job.workspace, stdin="", timeout=timeout, on_stdout=feed)
 
-        try:
-            outcome = await follow_ncu(command, warm_options, run, on_progress)
-            if outcome.report is not None:
-                outcome.report = Path(shutil.move(outcome.report, options.export_path))
-            return outcome
-        finally:
-            standby.discard()
+            try:
+                outcome = await follow_ncu(command, warm_options, run, on_progress)
+                if outcome.report is not None:
+                    outcome.report = Path(shutil.move(outcome.report, options.export_path))
+                return outcome
+            except StandbyGone:
+                pass  # it died before taking the job: run the job fresh
+            finally:
+                standby.discard()
+        # A second ncu on the GPU beside the waiting warm workers' could wait for them: pause them meanwhile.
+        async with self.standby.paused(kind):
+            return await run_ncu(
+                self.host.ncu.path,
+                options,
+                argv,
+                env=self._env(job, gpu),
+                cwd=job.workspace,
+                timeout=self.config.limits.job_timeout_s,
+                on_progress=on_progress,
+                prefix=self.sandbox.network_prefix,
+            )
 
     async def profile(self, spec: ProfileSpec, progress: ProgressSink | None = None) -> ProfileResult:
         """Build, run under ncu, read the report; with a session, add the delta against its last result."""

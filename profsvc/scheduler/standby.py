@@ -41,6 +41,10 @@ class StandbySpec:
     environment: Callable[[Path], Mapping[str, str]]
 
 
+class StandbyGone(OSError):
+    """The warm worker died before it could take its job (nothing of the job ran): start a fresh process."""
+
+
 class Standby:
     """One warm worker: its process and its directory."""
 
@@ -59,11 +63,14 @@ class Standby:
         """Hand the worker its job and wait for it to finish (killed at `timeout`)."""
         self.process.on_stdout = on_stdout
         line = json.dumps({"argv": list(argv), "cwd": str(cwd), "stdin": stdin}) + "\n"
-        channel = os.open(self.directory / CHANNEL, os.O_WRONLY | os.O_NONBLOCK)
         try:
-            os.write(channel, line.encode())
-        finally:
-            os.close(channel)
+            channel = os.open(self.directory / CHANNEL, os.O_WRONLY | os.O_NONBLOCK)
+            try:
+                os.write(channel, line.encode())
+            finally:
+                os.close(channel)
+        except OSError as error:
+            raise StandbyGone(f"the warm worker in {self.directory} is gone: {error}") from error
         return await self.process.finish(timeout)
 
     def discard(self) -> None:
@@ -110,6 +117,7 @@ class StandbyPool:
             )
         except OSError as error:
             log.warning("cannot start a warm %s worker: %s", kind, error)
+            shutil.rmtree(directory, ignore_errors=True)
             return None
         return Standby(process, directory)
 

@@ -49,12 +49,14 @@ def _is_load_inline(call: ast.Call) -> bool:
 def lazy_load_inline_calls(source: str, namespace: dict[str, Any]) -> list[tuple[list[Any], dict[str, Any]]]:
     """(args, kwargs) of the load_inline calls inside functions whose arguments are known statically."""
     calls = []
+    seen: set[int] = set()  # a call inside a nested function is reached from each enclosing one: made once
     for function in ast.walk(ast.parse(source)):
         if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
         for node in ast.walk(function):
-            if not isinstance(node, ast.Call) or not _is_load_inline(node):
+            if not isinstance(node, ast.Call) or not _is_load_inline(node) or id(node) in seen:
                 continue
+            seen.add(id(node))
             if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
                 continue
             try:
