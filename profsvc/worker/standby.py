@@ -56,7 +56,7 @@ def wait_for_job(directory: Path, server_pid: int, warm: Callable[[], None]) -> 
         if readable:
             data += os.read(channel, 65536)
         elif not _server_alive(server_pid):
-            pass
+            sys.exit(0)
     os.close(channel)
     job = json.loads(data)
     os.chdir(job["cwd"])
