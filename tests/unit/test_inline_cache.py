@@ -1,0 +1,143 @@
+"""The fast route's load_inline arguments: torch headers out of nvcc's unit, host glue at -O1 with a pch."""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+import pytest
+
+from profsvc.worker.inline_cache import _host_cflags, split_arguments
+from profsvc.worker.inline_split import split_source
+from tests.conftest import FIXTURES
+
+PCH = ["-include", "/cache/pch/0123/torch_extension.h"]
+TORCH_INCLUDE = "#include <torch/extension.h>"
+
+
+def _seed_arguments() -> dict:
+    """The seed's load_inline call as written in ext(), its sources resolved from the module's globals."""
+    tree = ast.parse((FIXTURES / "seed47.py").read_text())
+    strings = {
+        target.id: ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name) and target.id in ("_cpp_src", "_cuda_src")
+    }
+    call = next(
+        node for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "load_inline"
+    )
+    arguments = {}
+    for keyword in call.keywords:
+        value = keyword.value
+        arguments[keyword.arg] = strings[value.id] if isinstance(value, ast.Name) else ast.literal_eval(value)
+    return arguments
+
+
+SEED = _seed_arguments()
+
+
+def test_seed_arguments_are_the_ones_written_in_the_seed():
+    assert SEED["name"] == "vga_linear_probe"
+    assert SEED["extra_cflags"] == ["-O3"]
+    assert TORCH_INCLUDE in SEED["cuda_sources"]
+
+
+def test_seed_fast_route_keeps_torch_out_of_the_cuda_unit():
+    fast = split_arguments(SEED, PCH)
+    assert fast is not None
+    assert fast["no_implicit_headers"] is True
+    assert "torch/extension.h" not in fast["cuda_sources"]
+    assert "vga_linear_kernel" in fast["cuda_sources"]
+    assert fast["cuda_sources"] == split_source(SEED["cuda_sources"]).cuda
+
+
+def test_seed_fast_route_host_unit_is_torch_header_then_user_cpp_then_host_part():
+    fast = split_arguments(SEED, PCH)
+    assert fast is not None
+    cpp = fast["cpp_sources"]
+    assert cpp[0] == TORCH_INCLUDE
+    assert cpp[1] == SEED["cpp_sources"]
+    assert cpp[2] == split_source(SEED["cuda_sources"]).host
+    assert len(cpp) == 3
+    assert "vga_linear_forward" in cpp[2]
+
+
+def test_seed_fast_route_host_flags_are_O1_and_the_pch():
+    fast = split_arguments(SEED, PCH)
+    assert fast is not None
+    assert fast["extra_cflags"] == ["-O1", *PCH]
+
+
+def test_fast_route_keeps_the_users_other_host_flags_and_arguments():
+    arguments = {**SEED, "extra_cflags": ["-O3", "-DFAST=1", "-Ofast", "-g", "-DOPT=-O2"]}
+    before = copy.deepcopy(arguments)
+    fast = split_arguments(arguments, PCH)
+    assert fast is not None
+    assert fast["extra_cflags"] == ["-DFAST=1", "-g", "-DOPT=-O2", "-O1", *PCH]
+    for key in ("name", "functions", "verbose", "extra_cuda_cflags"):
+        assert fast[key] == arguments[key]
+    assert arguments == before  # the caller's arguments are left as they were
+
+
+def test_fast_route_without_user_host_flags_or_pch():
+    arguments = {key: value for key, value in SEED.items() if key != "extra_cflags"}
+    fast = split_arguments(arguments, [])
+    assert fast is not None
+    assert fast["extra_cflags"] == ["-O1"]
+
+
+def test_cuda_sources_given_as_a_list_are_joined():
+    head, tail = SEED["cuda_sources"].split("__global__", 1)
+    fast = split_arguments({**SEED, "cuda_sources": [head, "__global__" + tail]}, PCH)
+    assert fast is not None
+    assert fast["cuda_sources"] == split_source(head + "\n__global__" + tail).cuda
+
+
+def test_cpp_sources_given_as_a_list_keep_their_order():
+    fast = split_arguments({**SEED, "cpp_sources": ["// one", SEED["cpp_sources"]]}, PCH)
+    assert fast is not None
+    assert fast["cpp_sources"][:3] == [TORCH_INCLUDE, "// one", SEED["cpp_sources"]]
+
+
+TEMPLATED = (
+    TORCH_INCLUDE
+    + "\ntemplate <typename T> __global__ void k(T* x) {}\n"
+    + "torch::Tensor run(torch::Tensor x) {\n  k<float><<<1, 1>>>(x.data_ptr<float>());\n  return x;\n}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"cuda_sources": TEMPLATED, "functions": ["run"]},
+        {"functions": None},
+        {"cuda_sources": None},
+        {"cuda_sources": "  \n"},
+        {"cuda_sources": []},
+    ],
+    ids=["templated launch", "no functions", "no cuda", "blank cuda", "empty cuda list"],
+)
+def test_no_fast_route_when_the_source_does_not_allow_it(change):
+    assert split_arguments({**SEED, **change}, PCH) is None
+
+
+def test_no_fast_route_without_functions_key():
+    arguments = {key: value for key, value in SEED.items() if key != "functions"}
+    assert split_arguments(arguments, PCH) is None
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (None, ["-O1"]),
+        ([], ["-O1"]),
+        (["-O3"], ["-O1"]),
+        (["-O", "-O0", "-Os", "-Og", "-Ofast"], ["-O1"]),
+        (["-Wall", "-O2", "-std=c++17"], ["-Wall", "-std=c++17", "-O1"]),
+        (["-DLEVEL=-O3", "-fopenmp"], ["-DLEVEL=-O3", "-fopenmp", "-O1"]),
+    ],
+)
+def test_host_cflags_replace_the_optimisation_level_with_O1(flags, expected):
+    assert _host_cflags(flags) == expected

@@ -1,0 +1,629 @@
+"""Warm workers with real processes: StartedProcess, the FIFO protocol, the lifeline and the StandbyPool.
+
+The pool is driven with `profsvc.worker.analyze_report` (the cheapest real worker kind) and with a tiny
+echo module written into tmp_path that goes through the same `wait_for_job`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import profsvc.worker.standby as worker_standby
+from profsvc.proc import StartedProcess, run_process
+from profsvc.scheduler.standby import Standby, StandbyGone, StandbyPool, StandbySpec
+from profsvc.worker.standby import CHANNEL, READY, split_standby_args, wait_for_job
+from tests.conftest import FIXTURES
+
+REPO = Path(__file__).resolve().parents[2]
+REPORT = FIXTURES / "seed47_full.ncu-rep"
+ANALYZE = "profsvc.worker.analyze_report"
+
+ECHO = '''"""A warm worker that prints its job back: argv, working directory, stdin, pid."""
+import json
+import os
+import sys
+import time
+
+from profsvc.worker.standby import split_standby_args, wait_for_job
+
+
+def warm():
+    time.sleep(float(os.environ.get("ECHO_WARM_S", "0")))
+
+
+standby = split_standby_args(sys.argv[1:])
+if standby is not None:
+    (standby[0] / "started").write_text(str(os.getpid()))
+    argv = wait_for_job(*standby, warm=warm)
+else:
+    argv = sys.argv[1:]
+if argv[:1] == ["sleep"]:
+    time.sleep(float(argv[1]))
+print(json.dumps({"argv": argv, "cwd": os.getcwd(), "stdin": sys.stdin.read(), "pid": os.getpid()}))
+'''
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _gone(pid: int) -> bool:
+    """True when no process has this pid (a zombie nobody reaps counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+async def _until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        await asyncio.sleep(0.02)
+
+
+def _pids(root: Path, name: str) -> dict[Path, int]:
+    """Worker directory -> pid, from each directory's `name` file (ready or started) once written."""
+    found = {}
+    for path in root.glob(f"*/{name}"):
+        with contextlib.suppress(OSError, ValueError):
+            found[path.parent] = int(path.read_text())
+    return found
+
+
+def _drop(standbys: list[Standby | None]) -> None:
+    """Kill the taken workers a failed test left running (a passing one has finished them)."""
+    for standby in standbys:
+        if standby is not None and standby.process.running:
+            standby.discard()
+
+
+def _environment(*extra_paths: Path, **variables: str) -> dict[str, str]:
+    path = os.pathsep.join([*map(str, extra_paths), str(REPO), str(REPO / "client")])
+    return {**os.environ, "PYTHONPATH": path, **variables}
+
+
+def _worker_spec(module: str, *paths: Path, server_pid: int | None = None, **variables: str) -> StandbySpec:
+    """How the scheduler starts a warm worker: `python -m module --standby DIR --server-pid PID`."""
+    server = str(server_pid if server_pid is not None else os.getpid())
+    return StandbySpec(
+        command=lambda directory: [sys.executable, "-m", module, "--standby", str(directory), "--server-pid", server],
+        environment=lambda directory: _environment(*paths, **variables),
+    )
+
+
+@pytest.fixture
+def echo(tmp_path: Path) -> Path:
+    """The folder holding the echo worker module `standby_echo`."""
+    folder = tmp_path / "modules"
+    folder.mkdir()
+    (folder / "standby_echo.py").write_text(ECHO)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def analyze_reader() -> None:
+    """Skip where no ncu_report module can be imported (the analyze worker needs it for a job)."""
+    from profsvc.metrics.reader import ReaderUnavailable, load_reader
+
+    try:
+        load_reader()
+    except ReaderUnavailable as error:
+        pytest.skip(str(error))
+
+
+# --------------------------------------------------------------------------- StartedProcess
+
+
+def test_started_process_collects_output_and_forwards_stdout():
+    async def body():
+        process = await StartedProcess.start(
+            ["sh", "-c", "echo one; sleep 0.3; echo two; echo oops >&2; exit 5"], cwd=Path("/"), env=os.environ
+        )
+        chunks: list[str] = []
+        process.on_stdout = chunks.append
+        assert process.running
+        result = await process.finish(30)
+        assert not process.running
+        return result, chunks
+
+    result, chunks = asyncio.run(body())
+    assert result.returncode == 5 and not result.timed_out and not result.ok
+    assert result.stdout == "one\ntwo\n"
+    assert result.stderr == "oops\n"
+    assert "".join(chunks) == result.stdout
+    assert result.argv[0] == "sh"
+
+
+def test_started_process_keeps_output_written_before_anyone_listened():
+    async def body():
+        process = await StartedProcess.start(["sh", "-c", "echo early; cat"], cwd=Path("/"), env=os.environ)
+        await asyncio.sleep(0.5)  # `cat` gets EOF from the closed stdin: the shell exits
+        chunks: list[str] = []
+        process.on_stdout = chunks.append
+        return await process.finish(30), chunks
+
+    result, chunks = asyncio.run(body())
+    assert result.ok
+    assert result.stdout == "early\n"
+    assert chunks == []  # nothing forwarded twice; what came before the listener is in the result only
+
+
+def test_started_process_runs_in_its_cwd_with_its_environment(tmp_path):
+    async def body():
+        process = await StartedProcess.start(
+            ["sh", "-c", 'pwd; echo "$PROFSVC_TEST_VALUE"'], cwd=tmp_path, env={"PROFSVC_TEST_VALUE": "v42"}
+        )
+        return await process.finish(30)
+
+    result = asyncio.run(body())
+    assert result.stdout.split() == [str(tmp_path), "v42"]
+
+
+def test_started_process_timeout_kills_the_whole_process_group():
+    async def body():
+        # The background sleep keeps stdout open: only the group kill ends it.
+        process = await StartedProcess.start(["sh", "-c", "sleep 30 & echo $!; wait"], cwd=Path("/"), env=os.environ)
+        start = time.monotonic()
+        result = await process.finish(1.0)
+        return result, time.monotonic() - start
+
+    result, seconds = asyncio.run(body())
+    assert result.timed_out and not result.ok
+    assert result.returncode == -signal.SIGKILL
+    assert seconds < 10
+    grandchild = int(result.stdout.split()[0])
+    deadline = time.monotonic() + 5
+    while not _gone(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(grandchild)
+
+
+def test_started_process_kill_ends_it_and_running_says_so():
+    async def body():
+        process = await StartedProcess.start(["sleep", "30"], cwd=Path("/"), env=os.environ)
+        assert process.running
+        process.kill()
+        result = await process.finish(10)
+        assert not process.running
+        return result
+
+    result = asyncio.run(body())
+    assert result.returncode == -signal.SIGKILL
+    assert not result.timed_out
+
+
+def test_started_process_finish_cancelled_kills_the_group():
+    async def body():
+        process = await StartedProcess.start(["sh", "-c", "sleep 30 & wait"], cwd=Path("/"), env=os.environ)
+        task = asyncio.create_task(process.finish(None))
+        await asyncio.sleep(0.3)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return process
+
+    process = asyncio.run(body())
+    assert process.process.returncode == -signal.SIGKILL
+
+
+# --------------------------------------------------------------------------- worker side: the protocol
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--standby", "/tmp/w", "--server-pid", "123"], (Path("/tmp/w"), 123)),
+        (["report.ncu-rep", "--filter", "{}"], None),
+        (["--standby", "/tmp/w"], None),
+        (["--standby", "/tmp/w", "--pid", "123"], None),
+        (["--standby", "/tmp/w", "--server-pid", "123", "extra"], None),
+        ([], None),
+    ],
+)
+def test_split_standby_args(argv, expected):
+    assert split_standby_args(argv) == expected
+
+
+def _fifo_directory(tmp_path: Path) -> Path:
+    directory = tmp_path / "worker"
+    directory.mkdir()
+    os.mkfifo(directory / CHANNEL, 0o600)
+    return directory
+
+
+def test_wait_for_job_warms_says_ready_then_takes_a_job_written_in_pieces(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdin", sys.stdin)  # wait_for_job replaces it: restored after the test
+    directory = _fifo_directory(tmp_path)
+    job_cwd = tmp_path / "job"
+    job_cwd.mkdir()
+    ready_during_warm: list[bool] = []
+    outcome: dict[str, object] = {}
+
+    def warm() -> None:
+        ready_during_warm.append((directory / READY).exists())
+
+    def worker() -> None:
+        try:
+            outcome["argv"] = wait_for_job(directory, os.getpid(), warm)
+            outcome["cwd"] = os.getcwd()
+            outcome["stdin"] = sys.stdin.read()
+        except BaseException as error:  # reported by the assertions below
+            outcome["error"] = error
+
+    thread = threading.Thread(target=worker, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not (directory / READY).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ready_during_warm == [False]  # warm-up first, then `ready`
+    assert (directory / READY).read_text() == str(os.getpid())
+    line = json.dumps({"argv": ["report", 7, "--x"], "cwd": str(job_cwd), "stdin": "seed=47\nmore"}) + "\n"
+    channel = os.open(directory / CHANNEL, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        os.write(channel, line[:10].encode())
+        time.sleep(0.2)
+        assert thread.is_alive()  # half a line is not a job
+        os.write(channel, line[10:].encode())
+    finally:
+        os.close(channel)
+    thread.join(10)
+    assert not thread.is_alive()
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome == {"argv": ["report", "7", "--x"], "cwd": str(job_cwd), "stdin": "seed=47\nmore"}
+
+
+def test_wait_for_job_without_stdin_gives_an_empty_stdin(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdin", sys.stdin)
+    directory = _fifo_directory(tmp_path)
+    writer = os.open(directory / CHANNEL, os.O_RDWR)  # a job already waiting in the FIFO
+    try:
+        os.write(writer, (json.dumps({"argv": ["a"], "cwd": str(tmp_path)}) + "\n").encode())
+        assert wait_for_job(directory, os.getpid(), lambda: None) == ["a"]
+    finally:
+        os.close(writer)
+    assert sys.stdin.read() == ""
+
+
+def test_wait_for_job_exits_when_the_server_is_gone(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(worker_standby, "LIFELINE_S", 0.05)
+    directory = _fifo_directory(tmp_path)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    outcome: list[BaseException | list[str]] = []
+
+    def worker() -> None:
+        try:
+            outcome.append(wait_for_job(directory, dead.pid, lambda: None))
+        except BaseException as error:
+            outcome.append(error)
+
+    # In a thread: a worker that missed the server's exit would wait forever (a failure, not a hung run).
+    thread = threading.Thread(target=worker, daemon=True)
+    thread.start()
+    thread.join(5)
+    assert not thread.is_alive(), "still waiting for a job after the server exited"
+    assert len(outcome) == 1 and isinstance(outcome[0], SystemExit)
+    assert outcome[0].code == 0
+    assert (directory / READY).exists()
+
+
+# --------------------------------------------------------------------------- the pool, real workers
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_take_returns_a_ready_worker_and_a_replacement_starts(tmp_path, analyze_reader, depth):
+    async def body():
+        pool = StandbyPool(tmp_path / "standby")
+        pool.keep("analyze", _worker_spec(ANALYZE), depth=depth)
+        assert pool.kinds() == ["analyze"]
+        taken: list[Standby | None] = []
+        try:
+            # Taken at once, while still warming: take() waits until the worker says it is ready.
+            for _ in range(depth):
+                taken.append(await pool.take("analyze"))
+            for standby in taken:
+                assert standby is not None
+                assert standby.ready and standby.process.running
+                # `ready` exists once the FIFO is open; its pid may still be on its way in.
+                await _until(lambda s=standby: _pids(pool.root, READY).get(s.directory), 5, "pid in ready")
+                assert _pids(pool.root, READY)[standby.directory] == standby.process.process.pid
+            assert len({s.process.process.pid for s in taken}) == depth
+            # The oldest first: the workers started by keep(), in order.
+            assert [s.directory.name.rsplit("-", 1)[1] for s in taken] == [str(n) for n in range(1, depth + 1)]
+            # One replacement per worker taken, warming now; the pool is back to `depth` waiting workers.
+            await _until(lambda: len(_pids(pool.root, READY)) == 2 * depth, 60, "replacements ready")
+            replacements = {d: p for d, p in _pids(pool.root, READY).items() if d not in {s.directory for s in taken}}
+            assert len(replacements) == depth
+            await asyncio.sleep(worker_standby.LIFELINE_S * 1.5)  # the server (this test) is alive: they wait
+            assert all(s.process.running for s in taken)
+            assert all(not _gone(pid) for pid in replacements.values())
+            # A taken worker is the caller's: discarding it kills it and removes its directory.
+            for standby in taken:
+                standby.discard()
+                result = await standby.process.finish(10)
+                assert result.returncode == -signal.SIGKILL
+                assert not standby.directory.exists()
+            again = await pool.take("analyze")
+            taken.append(again)
+            assert again is not None and again.directory in replacements
+            again.discard()
+            await again.process.finish(10)
+        finally:
+            _drop(taken)
+            await pool.close()
+
+    asyncio.run(body())
+
+
+def test_job_on_a_warm_analyze_worker_gives_what_a_fresh_process_gives(tmp_path, analyze_reader):
+    fresh_charts, warm_charts, job_cwd = tmp_path / "fresh", tmp_path / "warm", tmp_path / "cwd"
+    for folder in (fresh_charts, warm_charts, job_cwd):
+        folder.mkdir()
+
+    def job(charts: Path) -> list[str]:
+        return [str(REPORT), "--filter", "{}", "--charts", str(charts), "--source-map", "{}"]
+
+    async def body():
+        pool = StandbyPool(tmp_path / "standby")
+        pool.keep("analyze", _worker_spec(ANALYZE))
+        try:
+            fresh = await run_process(
+                [sys.executable, "-m", ANALYZE, *job(fresh_charts)], cwd=job_cwd, env=_environment(), timeout=120
+            )
+            standby = await pool.take("analyze")
+            assert standby is not None
+            chunks: list[str] = []
+            try:
+                warm = await standby.run(job(warm_charts), cwd=job_cwd, stdin="", timeout=120, on_stdout=chunks.append)
+            finally:
+                standby.discard()
+            return fresh, warm, chunks
+        finally:
+            await pool.close()
+
+    fresh, warm, chunks = asyncio.run(body())
+    assert fresh.ok, fresh.stderr
+    assert warm.ok, warm.stderr
+    assert "".join(chunks) == warm.stdout
+    fresh_result, warm_result = json.loads(fresh.stdout), json.loads(warm.stdout)
+    names = [k["name"] for k in fresh_result["kernels"]]
+    assert names and "vga_linear_kernel" in names
+    assert [k["name"] for k in warm_result["kernels"]] == names
+    for fresh_kernel, warm_kernel in zip(fresh_result["kernels"], warm_result["kernels"], strict=True):
+        assert fresh_kernel["figures"] and warm_kernel["figures"] == fresh_kernel["figures"]
+        assert warm_kernel["hints"] == fresh_kernel["hints"]
+    assert warm_result["device"] == fresh_result["device"]
+    for kind in ("png", "svg"):
+        assert (fresh_charts / f"roofline.{kind}").stat().st_size > 0
+        assert (warm_charts / f"roofline.{kind}").stat().st_size > 0
+
+
+def test_job_stdin_cwd_and_argv_reach_the_worker(tmp_path, echo):
+    job_cwd = tmp_path / "job"
+    job_cwd.mkdir()
+
+    async def body():
+        pool = StandbyPool(tmp_path / "standby")
+        pool.keep("echo", _worker_spec("standby_echo", echo))
+        try:
+            standby = await pool.take("echo")
+            assert standby is not None
+            chunks: list[str] = []
+            try:
+                result = await standby.run(
+                    ["one", "two words", '{"json": 1}'],
+                    cwd=job_cwd,
+                    stdin="secret seed 47\nsecond line",
+                    timeout=30,
+                    on_stdout=chunks.append,
+                )
+            finally:
+                standby.discard()
+            return standby, result, chunks
+        finally:
+            await pool.close()
+
+    standby, result, chunks = asyncio.run(body())
+    assert result.ok, result.stderr
+    echoed = json.loads(result.stdout)
+    assert echoed == {
+        "argv": ["one", "two words", '{"json": 1}'],
+        "cwd": str(job_cwd),
+        "stdin": "secret seed 47\nsecond line",
+        "pid": standby.process.process.pid,  # the warm process itself ran the job
+    }
+    assert "".join(chunks) == result.stdout
+
+
+def test_a_job_past_its_time_limit_on_a_warm_worker_is_killed(tmp_path, echo):
+    async def body():
+        pool = StandbyPool(tmp_path / "standby")
+        pool.keep("echo", _worker_spec("standby_echo", echo))
+        try:
+            standby = await pool.take("echo")
+            assert standby is not None
+            try:
+                start = time.monotonic()
+                result = await standby.run(["sleep", "60"], cwd=tmp_path, stdin="", timeout=1, on_stdout=None)
+                return standby, result, time.monotonic() - start
+            finally:
+                standby.discard()
+        finally:
+            await pool.close()
+
+    standby, result, seconds = asyncio.run(body())
+    assert result.timed_out and not result.ok
+    assert result.returncode == -signal.SIGKILL
+    assert seconds < 10
+    assert _gone(standby.process.process.pid)
+
+
+def test_a_worker_that_died_before_its_job_raises_standby_gone(tmp_path, echo):
+    async def body():
+        pool = StandbyPool(tmp_path / "standby")
+        pool.keep("echo", _worker_spec("standby_echo", echo))
+        try:
+            standby = await pool.take("echo")
+            assert standby is not None
+            standby.process.kill()
+            await standby.process.finish(10)
+            try:
+                with pytest.raises(StandbyGone):
+                    await standby.run(["x"], cwd=tmp_path, stdin="", timeout=10, on_stdout=None)
+            finally:
+                standby.discard()
+        finally:
+            await pool.close()
+
+    asyncio.run(body())
+
+
+@pytest.mark.parametrize(
+    "command",
+    [[sys.executable, "-c", "raise SystemExit(3)"], ["/nonexistent/profsvc-worker"]],
+    ids=["exits during warm-up", "cannot start"],
+)
+def test_take_returns_none_when_the_worker_does_not_come_up(tmp_path, command):
+    async def body():
+        pool = StandbyPool(tmp_path / "standby")
+        pool.keep("broken", StandbySpec(command=lambda directory: command, environment=lambda d: _environment()))
+        try:
+            # Bounded: a take() that missed the worker's exit would wait READY_TIMEOUT_S (minutes).
+            assert await asyncio.wait_for(pool.take("broken"), 20) is None
+            assert await asyncio.wait_for(pool.take("broken"), 20) is None  # the replacement fails the same way
+            # Nothing left behind but the one replacement now starting.
+            assert len(list(pool.root.iterdir())) <= 1
+        finally:
+            await pool.close()
+        assert list(pool.root.iterdir()) == []
+
+    asyncio.run(body())
+
+
+def test_take_of_a_kind_not_kept_returns_none(tmp_path):
+    async def body():
+        pool = StandbyPool(tmp_path / "standby")
+        assert await pool.take("analyze") is None
+        await pool.close()
+
+    asyncio.run(body())
+
+
+def test_paused_stops_the_waiting_workers_and_starts_them_again_after(tmp_path, echo):
+    async def body():
+        pool = StandbyPool(tmp_path / "standby")
+        pool.keep("echo", _worker_spec("standby_echo", echo), depth=2)
+        taken: list[Standby | None] = []
+        try:
+            await _until(lambda: len(_pids(pool.root, READY)) == 2, 30, "two workers ready")
+            before = set(_pids(pool.root, READY).values())
+            async with pool.paused("echo"):
+                assert all(_gone(pid) for pid in before)
+                assert list(pool.root.iterdir()) == []
+                assert await pool.take("echo") is None  # nothing warm meanwhile: the caller starts a fresh one
+                await asyncio.sleep(0.3)
+                assert list(pool.root.iterdir()) == []  # and nothing starts while paused
+            await _until(lambda: len(_pids(pool.root, READY)) == 2, 30, "two workers ready again")
+            after = set(_pids(pool.root, READY).values())
+            assert not after & before
+            taken.append(standby := await pool.take("echo"))
+            assert standby is not None and standby.process.process.pid in after
+            standby.discard()
+            await standby.process.finish(10)
+        finally:
+            _drop(taken)
+            await pool.close()
+
+    asyncio.run(body())
+
+
+def test_close_kills_every_worker_ready_or_warming(tmp_path, echo):
+    async def body():
+        pool = StandbyPool(tmp_path / "standby")
+        pool.keep("echo", _worker_spec("standby_echo", echo), depth=2)
+        pool.keep("slow", _worker_spec("standby_echo", echo, ECHO_WARM_S="60"))
+        assert sorted(pool.kinds()) == ["echo", "slow"]
+        await _until(lambda: len(_pids(pool.root, READY)) == 2, 30, "two echo workers ready")
+        await _until(lambda: len(_pids(pool.root, "started")) == 3, 30, "the slow worker started")
+        pids = set(_pids(pool.root, "started").values())
+        assert len(pids) == 3
+        await pool.close()
+        try:
+            await _until(lambda: all(_gone(pid) for pid in pids), 5, "every worker gone")
+        finally:
+            for pid in pids:  # whatever close() missed goes now, so the failure is reported cleanly
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        assert list(pool.root.iterdir()) == []
+        # A closed pool hands out nothing and starts nothing.
+        assert await pool.take("echo") is None
+        assert list(pool.root.iterdir()) == []
+
+    asyncio.run(body())
+
+
+def test_closed_while_paused_starts_nothing_after(tmp_path, echo):
+    async def body():
+        pool = StandbyPool(tmp_path / "standby")
+        pool.keep("echo", _worker_spec("standby_echo", echo))
+        async with pool.paused("echo"):
+            await pool.close()  # the server shuts down while a job holds the kind's GPU
+        await asyncio.sleep(0.3)
+        assert list(pool.root.iterdir()) == []
+        assert await pool.take("echo") is None
+
+    asyncio.run(body())
+
+
+def test_a_waiting_worker_exits_once_its_server_is_gone(tmp_path, echo):
+    server = subprocess.Popen(["sleep", "30"])
+
+    async def body():
+        pool = StandbyPool(tmp_path / "standby")
+        pool.keep("echo", _worker_spec("standby_echo", echo, server_pid=server.pid))
+        taken: list[Standby | None] = []
+        try:
+            taken.append(standby := await pool.take("echo"))
+            assert standby is not None
+            await asyncio.sleep(worker_standby.LIFELINE_S * 1.5)
+            assert standby.process.running  # the server is alive: it waits
+            server.kill()
+            server.wait()
+            start = time.monotonic()
+            await asyncio.wait_for(standby.process.process.wait(), 5)
+            seconds = time.monotonic() - start
+            result = await standby.process.finish(5)
+            standby.discard()
+            return result, seconds
+        finally:
+            _drop(taken)
+            await pool.close()
+
+    try:
+        result, seconds = asyncio.run(body())
+    finally:
+        server.kill()
+        server.wait()
+    assert result.returncode == 0  # a quiet exit, no job run
+    assert result.stdout == ""
+    assert seconds < 3
