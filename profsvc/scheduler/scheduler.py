@@ -37,6 +37,7 @@ from profsvc.report.delta import compute_delta
 from profsvc.report.text import render_text
 from profsvc.sandbox import NO_NETWORK_ISOLATION, Sandbox
 from profsvc.scheduler.artifacts import Workspaces
+from profsvc.scheduler.compiled import CompiledSources
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
 from profsvc.scheduler.sessions import SessionStore
 from profsvc.scheduler.standby import StandbyGone, StandbyPool, StandbySpec
@@ -98,6 +99,7 @@ class Scheduler:
         self._admitted = 0
         self._waiting_for_gpu = 0
         self.standby = StandbyPool(config.state_dir / "standby")
+        self.compiled = CompiledSources()
 
     # ------------------------------------------------------------ warm workers
 
@@ -272,6 +274,9 @@ class Scheduler:
                     timeout=self.config.limits.compile_timeout_s,
                 )
 
+            remembered = self.compiled.get(source)
+            if remembered is not None:
+                return remembered[0], main, reference, remembered[1]
             result, status = await compile_problem(
                 python=self.config.python,
                 main=main,
@@ -280,6 +285,7 @@ class Scheduler:
                 workspace=job.workspace,
                 run=run,
             )
+            self.compiled.put(source, result, status)
             return result, main, reference, status
 
     async def compile(self, source: SourceSpec, progress: ProgressSink | None = None) -> CompileResult:
