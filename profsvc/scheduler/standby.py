@@ -30,6 +30,8 @@ log = logging.getLogger("profsvc.standby")
 
 # How long a job waits for its kind's worker to finish warming before starting a fresh one instead.
 READY_TIMEOUT_S = 120.0
+# A kind whose workers fail to come up this many times in a row is no longer kept (each failure costs a job time).
+MAX_FAILED_STARTS = 3
 _POLL_S = 0.01
 
 
@@ -79,6 +81,12 @@ class Standby:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+def _discard_started(task: asyncio.Task[Standby | None]) -> None:
+    """Discard the worker a start task made, once it is done (for a kind no longer kept)."""
+    if not task.cancelled() and task.exception() is None and (standby := task.result()) is not None:
+        standby.discard()
+
+
 class StandbyPool:
     """Keeps one warm worker per registered kind."""
 
@@ -88,6 +96,7 @@ class StandbyPool:
         self._current: dict[str, collections.deque[asyncio.Task[Standby | None]]] = {}
         self._serial = 0
         self._closed = False
+        self._failed_starts: dict[str, int] = {}
 
     def keep(self, kind: str, spec: StandbySpec, depth: int = 1) -> None:
         """Keep `depth` warm workers of this kind from now on (more than one where jobs come faster than warm-ups)."""
@@ -101,16 +110,18 @@ class StandbyPool:
         return list(self._specs)
 
     def _refill(self, kind: str) -> None:
-        if not self._closed:
+        if not self._closed and kind in self._specs:
             self._current[kind].append(asyncio.get_running_loop().create_task(self._start(kind)))
 
     async def _start(self, kind: str) -> Standby | None:
+        spec = self._specs.get(kind)
+        if spec is None:
+            return None  # no longer kept
         self._serial += 1
         directory = self.root / f"{kind}-{os.getpid()}-{self._serial}"
         shutil.rmtree(directory, ignore_errors=True)
         directory.mkdir(parents=True)
         os.mkfifo(directory / CHANNEL, 0o600)
-        spec = self._specs[kind]
         try:
             process = await StartedProcess.start(
                 spec.command(directory), cwd=directory, env=spec.environment(directory)
@@ -131,6 +142,7 @@ class StandbyPool:
         self._refill(kind)
         standby = await task
         if standby is None:
+            self._failed(kind)
             return None
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not standby.ready:
@@ -138,9 +150,20 @@ class StandbyPool:
                 result = await standby.process.finish(0)
                 log.warning("a warm %s worker did not come up: %s", kind, result.stderr[-2000:])
                 standby.discard()
+                self._failed(kind)
                 return None
             await asyncio.sleep(_POLL_S)
+        self._failed_starts[kind] = 0
         return standby
+
+    def _failed(self, kind: str) -> None:
+        """Count a worker that did not come up; stop keeping a kind whose workers keep failing."""
+        self._failed_starts[kind] = self._failed_starts.get(kind, 0) + 1
+        if self._failed_starts[kind] >= MAX_FAILED_STARTS and kind in self._specs:
+            log.warning("no longer keeping warm %s workers: %d in a row did not come up", kind, MAX_FAILED_STARTS)
+            del self._specs[kind]
+            for task in self._current.pop(kind, collections.deque()):
+                task.add_done_callback(_discard_started)
 
     @contextlib.asynccontextmanager
     async def paused(self, kind: str) -> AsyncIterator[None]:

@@ -22,7 +22,7 @@ import pytest
 
 import profsvc.worker.standby as worker_standby
 from profsvc.proc import StartedProcess, run_process
-from profsvc.scheduler.standby import Standby, StandbyGone, StandbyPool, StandbySpec
+from profsvc.scheduler.standby import MAX_FAILED_STARTS, Standby, StandbyGone, StandbyPool, StandbySpec
 from profsvc.worker.standby import CHANNEL, READY, split_standby_args, wait_for_job
 from tests.conftest import FIXTURES
 
@@ -516,6 +516,26 @@ def test_take_returns_none_when_the_worker_does_not_come_up(tmp_path, command):
         finally:
             await pool.close()
         assert list(pool.root.iterdir()) == []
+
+    asyncio.run(body())
+
+
+def test_a_kind_whose_workers_keep_failing_is_no_longer_kept(tmp_path):
+    command = [sys.executable, "-c", "raise SystemExit(3)"]
+
+    async def body():
+        pool = StandbyPool(tmp_path / "standby")
+        pool.keep("broken", StandbySpec(command=lambda directory: command, environment=lambda d: _environment()))
+        pool.keep("other", StandbySpec(command=lambda directory: command, environment=lambda d: _environment()))
+        try:
+            for _ in range(MAX_FAILED_STARTS):
+                assert "broken" in pool.kinds()
+                assert await asyncio.wait_for(pool.take("broken"), 20) is None
+            assert pool.kinds() == ["other"]
+            assert await asyncio.wait_for(pool.take("broken"), 1) is None  # at once: nothing to wait for
+            await _until(lambda: not any(pool.root.glob("broken-*")), 10, "the broken kind's folders removed")
+        finally:
+            await pool.close()
 
     asyncio.run(body())
 
