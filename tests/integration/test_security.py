@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 
 import grpc
 import pytest
@@ -118,7 +119,13 @@ def test_metrics_endpoint_counts_requests_by_rpc_and_status(tmp_path):
             client.capabilities()
             with pytest.raises(errors.InvalidRequest):
                 client.analyze(b"garbage")
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        # The interceptor counts a call once its status has gone out: the client can be a moment ahead of it.
+        deadline = time.monotonic() + 10
+        while True:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+            if 'rpc="Analyze"' in text or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
     finally:
         embedded.stop()
     assert 'profsvc_requests_total{code="OK",rpc="GetCapabilities"} 1.0' in text
