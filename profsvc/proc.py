@@ -1,8 +1,9 @@
 """Run a child process in its own process group, with a time limit and bounded output.
 
-Every process profsvc starts (nvcc, ncu, worker interpreters) goes through
-`run_process`, so a timeout or a cancelled request always kills the whole
-process group: nothing a job started outlives it.
+Every process profsvc starts (nvcc, ncu, worker interpreters) is a
+`StartedProcess` (`run_process` starts and finishes one), so a timeout or a
+cancelled request always kills the whole process group: nothing a job started
+outlives it.
 """
 
 from __future__ import annotations
@@ -65,58 +66,22 @@ async def run_process(
     stdin_data: bytes | None = None,
 ) -> ProcessResult:
     """Run argv to completion (or kill its process group at `timeout` or on cancellation)."""
-    start = time.monotonic()
-    process = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=str(cwd) if cwd else None,
-        env=dict(env) if env is not None else None,
-        stdin=asyncio.subprocess.PIPE if stdin_data is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-    )
-    out, err = bytearray(), bytearray()
-    assert process.stdout is not None and process.stderr is not None
-    pumps = asyncio.gather(_pump(process.stdout, out, on_stdout), _pump(process.stderr, err, None))
-    timed_out = False
-    try:
-        if stdin_data is not None and process.stdin is not None:
-            process.stdin.write(stdin_data)
-            await process.stdin.drain()
-            process.stdin.close()
-        try:
-            await asyncio.wait_for(asyncio.shield(pumps), timeout)
-            await process.wait()
-        except TimeoutError:
-            timed_out = True
-    finally:
-        # Always, also on cancellation: whatever the child left in its group goes too.
-        _kill_group(process.pid)
-        await process.wait()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(pumps, 5)
-    return ProcessResult(
-        argv=tuple(argv),
-        returncode=process.returncode if process.returncode is not None else -9,
-        stdout=_tail(bytes(out)),
-        stderr=_tail(bytes(err)),
-        seconds=time.monotonic() - start,
-        timed_out=timed_out,
-    )
+    started = await StartedProcess.start(argv, cwd=cwd, env=env, stdin_data=stdin_data, on_stdout=on_stdout)
+    return await started.finish(timeout)
 
 
 class StartedProcess:
     """A child started in its own process group whose output is collected from the start.
 
-    For warm workers: started ahead of a job, handed the job later, then finished
-    like `run_process` (time limit, group kill, bounded output).
+    `run_process` starts one and finishes it at once; a warm worker is started ahead
+    of its job, handed the job later, then finished the same way (time limit, group
+    kill, bounded output).
     """
 
     def __init__(self, process: asyncio.subprocess.Process, argv: Sequence[str]) -> None:
         self.process = process
         self.argv = tuple(argv)
         self.on_stdout: Callable[[str], None] | None = None
-        self.started = time.monotonic()
         self._out, self._err = bytearray(), bytearray()
         assert process.stdout is not None and process.stderr is not None
         self._pumps = asyncio.gather(
@@ -130,18 +95,36 @@ class StartedProcess:
             self.on_stdout(chunk)
 
     @classmethod
-    async def start(cls, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> StartedProcess:
-        """Start argv with its output collected (stdin closed)."""
+    async def start(
+        cls,
+        argv: Sequence[str],
+        *,
+        cwd: str | Path | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin_data: bytes | None = None,
+        on_stdout: Callable[[str], None] | None = None,
+    ) -> StartedProcess:
+        """Start argv with its output collected; stdin gets `stdin_data` then closes (closed at once without)."""
         process = await asyncio.create_subprocess_exec(
             *argv,
-            cwd=str(cwd),
-            env=dict(env),
-            stdin=asyncio.subprocess.DEVNULL,
+            cwd=str(cwd) if cwd else None,
+            env=dict(env) if env is not None else None,
+            stdin=asyncio.subprocess.PIPE if stdin_data is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
         )
-        return cls(process, argv)
+        started = cls(process, argv)
+        started.on_stdout = on_stdout
+        if stdin_data is not None and process.stdin is not None:
+            try:
+                process.stdin.write(stdin_data)
+                await process.stdin.drain()
+                process.stdin.close()
+            except BaseException:
+                await started.finish(0)
+                raise
+        return started
 
     @property
     def running(self) -> bool:
