@@ -19,7 +19,7 @@ from profsvc.metrics.catalog import load_catalog
 from profsvc.metrics.hotspots import relocate
 from profsvc.metrics.reader import ReaderUnavailable
 from profsvc.rules import evaluate_rules, load_rules
-from profsvc.worker.standby import split_standby_args, wait_for_job
+from profsvc.worker.standby import job_argv
 from profsvc_client.models import KernelFilter
 
 EXIT_UNREADABLE = 3
@@ -42,10 +42,7 @@ def _warm() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the analysis as JSON on stdout; exit 3 for an unreadable report, 4 without a reader."""
-    argv = sys.argv[1:] if argv is None else argv
-    standby = split_standby_args(argv)
-    if standby is not None:
-        argv = wait_for_job(*standby, warm=_warm)
+    argv = job_argv(argv, warm=_warm)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("report")
     parser.add_argument("--filter", default="{}", help="KernelFilter as JSON")

@@ -26,7 +26,7 @@ from profsvc.worker.inline_cache import InlineRecorder, install
 from profsvc.worker.prebuild import BUILD_ERROR_PREFIX, prebuild
 from profsvc.worker.problem import ProblemError, load_problem
 from profsvc.worker.shapes import JITTER
-from profsvc.worker.standby import WARM_LIBRARIES, split_standby_args, wait_for_job
+from profsvc.worker.standby import WARM_LIBRARIES, job_argv
 
 
 def _user_frames(error: BaseException, user_files: set[str]) -> str:
@@ -122,10 +122,7 @@ def _warm() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the worker process (or a warm worker: `--standby DIR --server-pid PID`)."""
-    argv = sys.argv[1:] if argv is None else argv
-    standby = split_standby_args(argv)
-    if standby is not None:
-        argv = wait_for_job(*standby, warm=_warm)
+    argv = job_argv(argv, warm=_warm)
     parser = argparse.ArgumentParser(description="profsvc worker harness")
     parser.add_argument("--main", required=True, help="problem (or candidate) module")
     parser.add_argument("--reference", default="", help="separate reference module")

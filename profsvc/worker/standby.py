@@ -62,3 +62,10 @@ def wait_for_job(directory: Path, server_pid: int, warm: Callable[[], None]) -> 
     os.chdir(job["cwd"])
     sys.stdin = io.StringIO(job.get("stdin", ""))
     return [str(a) for a in job["argv"]]
+
+
+def job_argv(argv: list[str] | None, warm: Callable[[], None]) -> list[str]:
+    """A worker's own arguments: its command line's, or, for a warm worker, its job's once it arrives."""
+    argv = sys.argv[1:] if argv is None else argv
+    standby = split_standby_args(argv)
+    return argv if standby is None else wait_for_job(*standby, warm=warm)
