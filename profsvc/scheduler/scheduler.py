@@ -62,6 +62,8 @@ ANALYZE_MODULE = "profsvc.worker.analyze_report"
 ANALYZE_TIMEOUT_S = 300.0
 REPORT_NAME = "report.ncu-rep"
 CHART_NAMES = ("roofline.png", "roofline.svg")
+# The options of a default Profile depend only on the source's kind: this stands for any Python problem.
+_ANY_PYTHON_PROBLEM = SourceSpec(kind=SourceKind.PYTHON_PROBLEM, main_name="", main_text="")
 # Exit statuses of the analyze worker (profsvc.worker.analyze_report).
 EXIT_UNREADABLE, EXIT_NO_READER = 3, 4
 
@@ -127,14 +129,17 @@ class Scheduler:
     def _worker_argv(self, module: str, directory: Path) -> list[str]:
         return [self.config.python, "-m", module, "--standby", str(directory), "--server-pid", str(os.getpid())]
 
+    def _standby_environment(
+        self, gpu: int | None, extra: dict[str, str] | None = None
+    ) -> Callable[[Path], dict[str, str]]:
+        return lambda directory: job_environment(directory, gpu_index=gpu, cuda_arch=self._arch(), extra=extra)
+
     def _standby_spec(
         self, module: str, gpu: int | None, wrap: Callable[[list[str]], list[str]], extra: dict[str, str] | None = None
     ) -> StandbySpec:
         return StandbySpec(
             command=lambda directory: wrap(self._worker_argv(module, directory)),
-            environment=lambda directory: job_environment(
-                directory, gpu_index=gpu, cuda_arch=self._arch(), extra=extra
-            ),
+            environment=self._standby_environment(gpu, extra),
         )
 
     def _ncu_standby_spec(self, gpu: int) -> StandbySpec:
@@ -144,10 +149,7 @@ class Scheduler:
             worker = self._worker_argv(HARNESS_MODULE, directory)
             return [*self.sandbox.network_prefix, *ncu_command(self.host.ncu.path, options, worker)]
 
-        return StandbySpec(
-            command=command,
-            environment=lambda directory: job_environment(directory, gpu_index=gpu, cuda_arch=self._arch()),
-        )
+        return StandbySpec(command=command, environment=self._standby_environment(gpu))
 
     async def _run_worker(
         self,
@@ -262,6 +264,9 @@ class Scheduler:
                     sandbox=self.sandbox,
                 )
                 return build.result, build.binary, None, None
+            remembered = self.compiled.get(source)
+            if remembered is not None:
+                return remembered[0], main, reference, remembered[1]
             env = self._env(job, None)
 
             def run(argv: list[str]) -> Awaitable[ProcessResult]:
@@ -274,9 +279,6 @@ class Scheduler:
                     timeout=self.config.limits.compile_timeout_s,
                 )
 
-            remembered = self.compiled.get(source)
-            if remembered is not None:
-                return remembered[0], main, reference, remembered[1]
             result, status = await compile_problem(
                 python=self.config.python,
                 main=main,
@@ -351,14 +353,7 @@ class Scheduler:
 
     def _default_ncu_options(self, report: Path) -> NcuOptions:
         """What a Python problem's Profile collects when the request names no metric set and no filter."""
-        metric_set = resolve("")
-        assert metric_set is not None
-        return NcuOptions(
-            collection_args=metric_set.ncu_args,
-            export_path=report,
-            nvtx_include=[f"{HARNESS_RANGE}/"],
-            launch_count=self.config.limits.max_launches,
-        )
+        return self._ncu_options(ProfileSpec(source=_ANY_PYTHON_PROBLEM), report)
 
     async def _run_ncu(
         self, job: _Job, gpu: int, options: NcuOptions, argv: list[str], on_progress: Callable[[NcuProgress], None]
