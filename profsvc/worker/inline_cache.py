@@ -189,12 +189,12 @@ def install(cache_root: Path, *, lineinfo: bool, user_text: str, recorder: Inlin
         name = arguments["name"]
         key = _cache_key({k: v for k, v in arguments.items() if k not in _NOT_IN_KEY}, environment)
         directory = cache_root / key
-        split_possible = split_arguments(arguments, []) is not None
+        fast = split_arguments(arguments, [])
         fast_directory = cache_root / f"{key}-split"
         build = InlineBuild(
             name=name,
             cache_key=key,
-            cached=_built(directory, name) or (split_possible and _built(fast_directory, name)),
+            cached=_built(directory, name) or (fast is not None and _built(fast_directory, name)),
             cuda_first_line=_first_line(user_text, bound.arguments.get("cuda_sources")),
             cpp_first_line=_first_line(user_text, bound.arguments.get("cpp_sources")),
         )
@@ -203,17 +203,16 @@ def install(cache_root: Path, *, lineinfo: bool, user_text: str, recorder: Inlin
         try:
             for built, route in ((directory, "torch"), (fast_directory, "split")):
                 module = _load_built(name, built, bool(arguments.get("is_python_module", True)))
-                if module is not None and (route == "torch" or split_possible):
+                if module is not None and (route == "torch" or fast is not None):
                     build.route, build.build_directory = route, str(built)
                     return module
-            if split_possible and not _built(directory, name):
+            if fast is not None and not _built(directory, name):
                 fast_directory.mkdir(parents=True, exist_ok=True)
                 try:
                     includes = list(arguments.get("extra_include_paths") or [])
-                    pch = prepare_pch(cache_root, _host_cflags(arguments.get("extra_cflags")), includes)
-                    fast = split_arguments(arguments, pch)
-                    assert fast is not None
-                    module = original(**{**fast, "build_directory": str(fast_directory)})
+                    pch = prepare_pch(cache_root, fast["extra_cflags"], includes)
+                    cflags = [*fast["extra_cflags"], *pch]
+                    module = original(**{**fast, "extra_cflags": cflags, "build_directory": str(fast_directory)})
                     build.route, build.build_directory = "split", str(fast_directory)
                     return module
                 except (RuntimeError, OSError, ImportError, subprocess.CalledProcessError):
