@@ -359,50 +359,23 @@ def bench_throughput(server: Server, problems: list[Path], results: dict[str, An
 def table(results: dict[str, Any]) -> str:
     """The summary table (medians; ratio = baseline / profsvc)."""
     build = results.get("build", {})
+    # Each row: its label, profsvc's samples, the baseline's samples.
+    targets = [
+        ("cold build of the seed extension", build.get("split"), build.get("torch")),
+        ("  lever: split only, no precompiled header", build.get("split-nopch"), build.get("torch")),
+        ("  first build ever (precompiled header built too)", build.get("pch-first"), build.get("torch")),
+        ("profile, warm, through profsvc serve", results.get("warm_profile"), results.get("plain_ncu")),
+        ("  same server path, no warm workers", results.get("cold_profile"), results.get("plain_ncu")),
+        ("evaluate (no profile), warm", results.get("warm_evaluate"), results.get("cold_evaluate")),
+    ]
     rows = []
-
-    def row(target: str, ours: float | None, base: float | None, n: str) -> None:
+    for target, ours_samples, base_samples in targets:
+        ours, base = median(ours_samples or []), median(base_samples or [])
         ratio = f"{base / ours:.1f}x" if ours and base else "n/a"
         ours_text = f"{ours:.2f} s" if ours is not None else "failed"
         base_text = f"{base:.2f} s" if base is not None else "failed"
+        n = f"{len(ours_samples or [])} / {len(base_samples or [])}"
         rows.append(f"| {target} | {ours_text} | {base_text} | {ratio} | {n} |")
-
-    row(
-        "cold build of the seed extension",
-        median(build.get("split", [])),
-        median(build.get("torch", [])),
-        f"{len(build.get('split', []))} / {len(build.get('torch', []))}",
-    )
-    row(
-        "  lever: split only, no precompiled header",
-        median(build.get("split-nopch", [])),
-        median(build.get("torch", [])),
-        "1 / 1",
-    )
-    row(
-        "  first build ever (precompiled header built too)",
-        median(build.get("pch-first", [])),
-        median(build.get("torch", [])),
-        "1 / 1",
-    )
-    row(
-        "profile, warm, through profsvc serve",
-        median(results.get("warm_profile", [])),
-        median(results.get("plain_ncu", [])),
-        f"{len(results.get('warm_profile', []))} / {len(results.get('plain_ncu', []))}",
-    )
-    row(
-        "  same server path, no warm workers",
-        median(results.get("cold_profile", [])),
-        median(results.get("plain_ncu", [])),
-        f"{len(results.get('cold_profile', []))} / {len(results.get('plain_ncu', []))}",
-    )
-    row(
-        "evaluate (no profile), warm",
-        median(results.get("warm_evaluate", [])),
-        median(results.get("cold_evaluate", [])),
-        f"{len(results.get('warm_evaluate', []))} / {len(results.get('cold_evaluate', []))}",
-    )
     throughput = results.get("throughput")
     serial = results.get("serial_job_s")
     lines = [

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -85,6 +85,18 @@ def _pids(root: Path, name: str) -> dict[Path, int]:
         with contextlib.suppress(OSError, ValueError):
             found[path.parent] = int(path.read_text())
     return found
+
+
+@contextlib.asynccontextmanager
+async def _pool(root: Path) -> AsyncIterator[tuple[StandbyPool, list[Standby | None]]]:
+    """A pool and the workers a test takes from it: left-over ones are killed and the pool closed after."""
+    pool = StandbyPool(root)
+    taken: list[Standby | None] = []
+    try:
+        yield pool, taken
+    finally:
+        _drop(taken)
+        await pool.close()
 
 
 def _drop(standbys: list[Standby | None]) -> None:
@@ -333,11 +345,9 @@ def test_wait_for_job_exits_when_the_server_is_gone(tmp_path, monkeypatch):
 @pytest.mark.parametrize("depth", [1, 2])
 def test_take_returns_a_ready_worker_and_a_replacement_starts(tmp_path, analyze_reader, depth):
     async def body():
-        pool = StandbyPool(tmp_path / "standby")
-        pool.keep("analyze", _worker_spec(ANALYZE), depth=depth)
-        assert pool.kinds() == ["analyze"]
-        taken: list[Standby | None] = []
-        try:
+        async with _pool(tmp_path / "standby") as (pool, taken):
+            pool.keep("analyze", _worker_spec(ANALYZE), depth=depth)
+            assert pool.kinds() == ["analyze"]
             # Taken at once, while still warming: take() waits until the worker says it is ready.
             for _ in range(depth):
                 taken.append(await pool.take("analyze"))
@@ -368,9 +378,6 @@ def test_take_returns_a_ready_worker_and_a_replacement_starts(tmp_path, analyze_
             assert again is not None and again.directory in replacements
             again.discard()
             await again.process.finish(10)
-        finally:
-            _drop(taken)
-            await pool.close()
 
     asyncio.run(body())
 
@@ -551,10 +558,8 @@ def test_take_of_a_kind_not_kept_returns_none(tmp_path):
 
 def test_paused_stops_the_waiting_workers_and_starts_them_again_after(tmp_path, echo):
     async def body():
-        pool = StandbyPool(tmp_path / "standby")
-        pool.keep("echo", _worker_spec("standby_echo", echo), depth=2)
-        taken: list[Standby | None] = []
-        try:
+        async with _pool(tmp_path / "standby") as (pool, taken):
+            pool.keep("echo", _worker_spec("standby_echo", echo), depth=2)
             await _until(lambda: len(_pids(pool.root, READY)) == 2, 30, "two workers ready")
             before = set(_pids(pool.root, READY).values())
             async with pool.paused("echo"):
@@ -570,9 +575,6 @@ def test_paused_stops_the_waiting_workers_and_starts_them_again_after(tmp_path, 
             assert standby is not None and standby.process.process.pid in after
             standby.discard()
             await standby.process.finish(10)
-        finally:
-            _drop(taken)
-            await pool.close()
 
     asyncio.run(body())
 
@@ -619,10 +621,8 @@ def test_a_waiting_worker_exits_once_its_server_is_gone(tmp_path, echo):
     server = subprocess.Popen(["sleep", "30"])
 
     async def body():
-        pool = StandbyPool(tmp_path / "standby")
-        pool.keep("echo", _worker_spec("standby_echo", echo, server_pid=server.pid))
-        taken: list[Standby | None] = []
-        try:
+        async with _pool(tmp_path / "standby") as (pool, taken):
+            pool.keep("echo", _worker_spec("standby_echo", echo, server_pid=server.pid))
             taken.append(standby := await pool.take("echo"))
             assert standby is not None
             await asyncio.sleep(worker_standby.LIFELINE_S * 1.5)
@@ -635,9 +635,6 @@ def test_a_waiting_worker_exits_once_its_server_is_gone(tmp_path, echo):
             result = await standby.process.finish(5)
             standby.discard()
             return result, seconds
-        finally:
-            _drop(taken)
-            await pool.close()
 
     try:
         result, seconds = asyncio.run(body())
