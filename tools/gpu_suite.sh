@@ -2,7 +2,7 @@
 # The GPU run on a GPU host that can download nothing: install the carried wheels (.whl/), then run
 # one stage, keeping every log under $OUT (or ./gpu-out). Stages, each within a 10-minute call:
 #   a    GPU tests: profiling end to end, archetypes and hints, GPU faults
-#   b    GPU tests: the agent's tools; the seed's -lineinfo report; the soak; the batch
+#   b    GPU tests: the agent's tools; the seed's -lineinfo report; the soak (SOAK_REQUESTS, 200); the batch
 #   cpu  the CPU suite on the GPU host's Python
 # Usage: tools/gpu_suite.sh STAGE [pytest args]
 set -uo pipefail
@@ -32,7 +32,7 @@ case "$stage" in
     gpu_tests tests/gpu/test_agent_tools_gpu.py "$@"
     python3 -m profsvc_client.cli profile tests/fixtures/seed47.py --out "$out/seed47" >"$out/seed47-profile.txt" 2>&1
     echo "seed47 -lineinfo profile: exit $?"
-    timeout 240 python3 benchmarks/soak.py --requests 200 --clients 8 --out "$out/soak.json" >"$out/soak.txt" 2>&1
+    timeout 240 python3 benchmarks/soak.py --requests "${SOAK_REQUESTS:-200}" --clients 8 --out "$out/soak.json" >"$out/soak.txt" 2>&1
     echo "soak: exit $?"
     gpu_tests tests/gpu/test_batch_gpu.py
     ;;
