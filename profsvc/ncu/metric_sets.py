@@ -6,6 +6,7 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict
 
+from profsvc.metrics.catalog import load_catalog
 from profsvc.metrics.tables import load_table
 
 
@@ -17,7 +18,14 @@ class MetricSetSpec(BaseModel):
     name: str
     description: str
     ncu_args: tuple[str, ...]
+    catalog_metrics: bool = False
     default: bool = False
+
+    def collection_args(self) -> tuple[str, ...]:
+        """The arguments given to ncu: `ncu_args`, then `--metrics` with every catalog metric when asked."""
+        if not self.catalog_metrics:
+            return self.ncu_args
+        return (*self.ncu_args, "--metrics", ",".join(load_catalog().metric_names()))
 
 
 @lru_cache(maxsize=1)

@@ -343,7 +343,7 @@ class Scheduler:
         elif not nvtx and marks_nvtx_ranges(spec.source.main_text):
             nvtx = [ANY_PUSH_POP_RANGE, ANY_START_END_RANGE]
         return NcuOptions(
-            collection_args=metric_set.ncu_args,
+            collection_args=metric_set.collection_args(),
             export_path=report,
             nvtx_include=nvtx,
             name_regex=kernel_filter.name_regex,

@@ -71,3 +71,12 @@ def test_filters_and_metric_sets():
         validate_metric_set("everything")
     assert caught.value.reason == Reason.UNKNOWN_METRIC_SET
     assert validate_metric_set("").name == "default"
+
+
+def test_default_set_collects_every_catalog_metric_beside_its_sections():
+    from profsvc.metrics.catalog import load_catalog
+
+    args = validate_metric_set("").collection_args()
+    assert "--set" not in args and args.count("--section") >= 5
+    assert args[args.index("--metrics") + 1].split(",") == load_catalog().metric_names()
+    assert validate_metric_set("basic").collection_args() == ("--set", "basic")
