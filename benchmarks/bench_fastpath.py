@@ -138,6 +138,7 @@ class Server:
 
     def __init__(self, work: Path, name: str, warm: bool) -> None:
         self.state = work / name
+        self.warm = warm
         self.port = _free_port()
         self.metrics_port = _free_port()
         command = [sys.executable, "-m", "profsvc_client.cli", "serve", "--port", str(self.port)]
@@ -149,17 +150,20 @@ class Server:
         self.target = f"127.0.0.1:{self.port}"
 
     def wait_ready(self, kinds: tuple[str, ...], timeout: float = 120) -> bool:
-        """Wait until the server answers and the named warm workers wait for a job."""
+        """Wait until the server answers and the named warm workers wait for a job (a server without any: answers)."""
         from profsvc_client.client import ProfilerClient
 
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        answered = False
+        while not answered and time.monotonic() < deadline:
             try:
                 with ProfilerClient(self.target, timeout=5) as client:
                     client.capabilities()
-                break
+                answered = True
             except Exception:
                 time.sleep(0.5)
+        if not answered or not self.warm:
+            return answered
         while time.monotonic() < deadline:
             ready = {
                 p.parent.name.split("-")[0] + "-" + p.parent.name.split("-")[1]

@@ -198,7 +198,18 @@ def test_chart_is_a_png_and_an_svg_naming_the_kernels():
     text = "".join(svg.itertext())
     assert "vga_linear_kernel" in text and "relu2_k" in text
     assert "DRAM roof" in text and "fp32 roof" in text
+    assert "10¹²" in text  # decades as plain text, not mathtext paths
     assert render_roofline(_fixture_kernels()) == charts
+
+
+@pytest.mark.parametrize(
+    ("value", "label"), [(1e12, "10¹²"), (1e-3, "10⁻³"), (1.0, "10⁰"), (10.0, "10¹"), (2500.0, "2500"), (0.0, "")]
+)
+def test_decade_labels(value, label):
+    pytest.importorskip("matplotlib")
+    from profsvc.report.roofline_chart import power_of_ten_label
+
+    assert power_of_ten_label(value) == label
 
 
 def test_chart_names_kernels_it_cannot_place():
