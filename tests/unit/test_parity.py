@@ -8,7 +8,7 @@ import pytest
 
 from profsvc.metrics.analysis import analyze_report
 from profsvc.metrics.catalog import load_catalog
-from tests.conftest import REPORTS, first_action
+from tests.conftest import FIXTURES, REPORTS, first_action
 
 CATALOG = load_catalog()
 
@@ -101,3 +101,16 @@ def test_seed_report_facts():
     assert kernel.name == "vga_linear_kernel"
     assert kernel.nvtx_range == "profile"
     assert (kernel.grid.x, kernel.grid.y, kernel.block.x) == (8, 12, 224)
+
+
+def test_the_default_set_report_holds_every_figure_the_full_report_holds():
+    # Both reports are of the seed's kernel on the H200: one with --set full, one with the default set.
+    full = analyze_report(FIXTURES / "seed47_full.ncu-rep").kernels[0]
+    default = analyze_report(FIXTURES / "seed47_default.ncu-rep").kernels[0]
+    assert {n for n, v in full.figures.items() if v.value is not None} == {
+        n for n, v in default.figures.items() if v.value is not None
+    }
+    for name in ("grid_size", "block_size", "registers_per_thread", "instructions_executed", "dram_bytes_read"):
+        assert default.value(name) == full.value(name), name
+    assert default.stalls and default.stalls[0].reason == full.stalls[0].reason
+    assert default.hotspots and default.roofline.bound == full.roofline.bound
