@@ -5,13 +5,15 @@ torch's load_inline compiles the user's CUDA source, which includes
 (the kernel alone compiles in under a second). This module splits that source
 in two, without changing a line of what the user wrote:
 
-- the CUDA part (kernels, device code, macros, plain declarations) stays in
-  `cuda.cu`, line for line where it was, with the torch includes and the
-  torch host functions blanked out, plus one small launcher per kernel the host
-  code launches (`k<<<g, b, s, st>>>(...)` wrapped in a plain function);
+- the CUDA part (kernels, device code, macros, plain declarations, plain host
+  helpers) stays in `cuda.cu`, line for line where it was, with the torch
+  includes and the torch host functions blanked out, plus one small launcher
+  per kernel the host code launches (`k<<<g, b, s, st>>>(...)` wrapped in a
+  plain function);
 - the torch host functions go to `main.cpp`, which g++ compiles with a
   precompiled `torch/extension.h`, their launches rewritten as calls to those
-  launchers.
+  launchers; plain host helpers they may call are copied there (static or
+  inline ones) or declared there (the others).
 
 It returns None whenever the source does something this scanner does not
 follow (top-level conditional compilation, namespaces, templated launches,
@@ -35,6 +37,8 @@ _DEVICE_STORAGE = re.compile(r"\b(?:__device__|__constant__|__shared__|__managed
 _DEVICE_FUNCTION = re.compile(r"\b(?:__global__|__device__)\b")
 _TYPE_DECL = re.compile(r"^\s*(?:typedef|using|struct|class|union|enum|static_assert)\b|\bconstexpr\b|\bconst\b")
 _TEMPLATE = re.compile(r"\btemplate\b")
+# A function with internal linkage (or inline) may be defined in both halves.
+_INTERNAL_LINKAGE = re.compile(r"\b(?:static|inline)\b")
 _SCOPE = re.compile(r"\s*(?:namespace|extern)\b")
 _LAUNCH = re.compile(r"\b([A-Za-z_]\w*)\s*(<[^<>()]*>)?\s*<<<")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -351,6 +355,9 @@ class _Halves:
             if "<<<" in code and not device_side:
                 raise _Unfollowable("a plain host launcher: the host part would need its declaration")
             self.cuda.append(text)
+            if not device_side:
+                # A plain host helper the torch functions may call: a copy where linkage allows, else its prototype.
+                self.host.append(text if _INTERNAL_LINKAGE.search(head) else head.strip() + ";")
             return
         body, names = _rewrite_launches(text, code, self.kernels)
         # Declared right before their first caller: after every type and macro their parameters can use.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import shutil
 import subprocess
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,37 @@ def test_types_and_constants_used_by_kernel_parameters_go_to_both_parts():
         assert declaration in split.host
     # The launcher's declaration names Pair and real: it must come after them.
     assert split.host.index("typedef float real;") < split.host.index(f"void {LAUNCHER_PREFIX}k(")
+
+
+HELPERS = """__global__ void k(float* x, long n) { if (threadIdx.x < n) x[threadIdx.x] = 1.0f; }
+static int blocks(long n) { return (int)((n + 255) / 256); }
+int threads(long n)  // a plain host helper with external linkage
+{ return n < 256 ? (int)n : 256; }
+""" + _host_function("k<<<blocks(x.numel()), threads(x.numel())>>>(x.data_ptr<float>(), x.numel());")
+
+
+def test_plain_host_helpers_reach_the_host_part():
+    split = _split(TORCH + HELPERS)
+    # Both stay in the CUDA part, where they were.
+    assert "static int blocks(long n)" in split.cuda and "int threads(long n)  //" in split.cuda
+    # The static one is copied; the other is declared (one definition only, and no comment eating the semicolon).
+    assert "static int blocks(long n) { return (int)((n + 255) / 256); }" in split.host
+    assert "int threads(long n);" in split.host
+    assert split.host.index("int threads(long n);") < split.host.index("torch::Tensor run(")
+
+
+def test_host_part_with_helpers_compiles_against_the_torch_headers(tmp_path):
+    torch_extension = pytest.importorskip("torch.utils.cpp_extension")
+    compiler, cuda_include = shutil.which("g++"), Path("/usr/local/cuda/include")
+    if compiler is None or not (cuda_include / "cuda_runtime.h").is_file():
+        pytest.skip("g++ or the CUDA headers not installed")
+    split = _split(TORCH + HELPERS)
+    (tmp_path / "main.cpp").write_text(split.host)
+    includes = [*torch_extension.include_paths(), str(cuda_include), sysconfig.get_paths()["include"]]
+    command = [compiler, "-std=c++17", "-fsyntax-only", *(f"-I{i}" for i in includes), str(tmp_path / "main.cpp")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _nvcc(tmp_path, split.cuda).returncode == 0
 
 
 def test_device_globals_stay_in_the_cuda_part_only():
