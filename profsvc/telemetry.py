@@ -49,6 +49,10 @@ class Telemetry:
         finally:
             self.stage_seconds.labels(stage=name).observe(time.monotonic() - start)
 
+    def observe(self, stage: str, seconds: float) -> None:
+        """Record a stage timed elsewhere (a worker's phase)."""
+        self.stage_seconds.labels(stage=stage).observe(seconds)
+
     def serve_http(self, host: str, port: int) -> None:
         """Expose /metrics for Prometheus on host:port."""
         start_http_server(port, addr=host, registry=self.registry)

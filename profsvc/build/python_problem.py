@@ -34,6 +34,7 @@ class HarnessStatus:
     builds: list[dict[str, Any]] = field(default_factory=list)
     correctness: dict[str, Any] | None = None
     benchmark: dict[str, Any] | None = None
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase of the job
 
     @classmethod
     def read(cls, path: Path, *, returncode: int, timed_out: bool, output: str) -> HarnessStatus:

@@ -237,6 +237,11 @@ class Scheduler:
 
     # ------------------------------------------------------------ builds
 
+    def _record_phases(self, stage: str, status: HarnessStatus) -> None:
+        """Export the worker's phase timings as stages `stage:phase`: where a stage's time goes."""
+        for phase, seconds in status.phases.items():
+            self.telemetry.observe(f"{stage}:{phase}", seconds)
+
     def _env(self, job: _Job, gpu: int | None) -> dict[str, str]:
         return job_environment(job.workspace, gpu_index=gpu, cuda_arch=self._arch())
 
@@ -287,6 +292,7 @@ class Scheduler:
                 workspace=job.workspace,
                 run=run,
             )
+            self._record_phases("compile", status)
             self.compiled.put(source, result, status)
             return result, main, reference, status
 
@@ -327,6 +333,7 @@ class Scheduler:
             status = HarnessStatus.read(
                 status_path, returncode=process.returncode, timed_out=process.timed_out, output=process.stderr
             )
+            self._record_phases(mode, status)
             job.report(Stage.DONE, "done")
             return compiled, status
 
@@ -450,6 +457,7 @@ class Scheduler:
                 status = HarnessStatus.read(
                     status_path, returncode=outcome.returncode, timed_out=outcome.timed_out, output=outcome.output_tail
                 )
+                self._record_phases("profile", status)
                 builds += status.builds
                 if not status.ok:
                     result.error = job_error(status)

@@ -132,3 +132,22 @@ def test_metrics_endpoint_counts_requests_by_rpc_and_status(tmp_path):
     assert 'profsvc_requests_total{code="INVALID_ARGUMENT",rpc="Analyze"} 1.0' in text
     assert "profsvc_queue_depth 0.0" in text
     assert 'profsvc_job_stage_seconds_count{stage="parse"} 1.0' in text
+
+
+def test_metrics_endpoint_shows_where_a_compile_went(tmp_path):
+    import urllib.request
+
+    from tests.conftest import free_port
+
+    port = free_port()
+    embedded = EmbeddedServer(ServerConfig(state_dir=tmp_path, metrics_port=port))
+    target = embedded.start()
+    try:
+        with ProfilerClient(target, timeout=300) as client:
+            assert client.compile(load_source(FIXTURES / "seed47.py")).ok
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    finally:
+        embedded.stop()
+    # The worker's own phase (importing the problem) beside the whole compile stage.
+    assert 'profsvc_job_stage_seconds_count{stage="compile"} 1.0' in text
+    assert 'profsvc_job_stage_seconds_count{stage="compile:load"} 1.0' in text
