@@ -47,7 +47,7 @@ class Telemetry:
         try:
             yield
         finally:
-            self.stage_seconds.labels(stage=name).observe(time.monotonic() - start)
+            self.observe(name, time.monotonic() - start)
 
     def observe(self, stage: str, seconds: float) -> None:
         """Record a stage timed elsewhere (a worker's phase)."""
