@@ -22,7 +22,7 @@ import matplotlib
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import FuncFormatter, NullLocator
 
 from profsvc.metrics.roofline import NO_PRECISION, PRECISIONS
 from profsvc_client.models import KernelResult
@@ -46,12 +46,12 @@ def power_of_ten_label(value: float, _position: object = None) -> str:
 
 
 def _log_axes(axes: Axes) -> None:
-    """Log scales on both axes, decades labelled as plain text."""
+    """Log scales on both axes, decades labelled as plain text, no minor ticks (each one is an object to draw)."""
     axes.set_xscale("log")
     axes.set_yscale("log")
     for axis in (axes.xaxis, axes.yaxis):
         axis.set_major_formatter(FuncFormatter(power_of_ten_label))
-        axis.set_minor_formatter(NullFormatter())
+        axis.set_minor_locator(NullLocator())
 
 
 def _highest(kernels: Sequence[KernelResult], figure: str) -> float | None:
