@@ -12,8 +12,8 @@ in two, without changing a line of what the user wrote:
   plain function);
 - the torch host functions go to `main.cpp`, which g++ compiles with a
   precompiled `torch/extension.h`, their launches rewritten as calls to those
-  launchers; plain host helpers they may call are copied there (static or
-  inline ones) or declared there (the others).
+  launchers; plain host helpers they call are copied there (static or inline
+  ones) or declared there (the others).
 
 It returns None whenever the source does something this scanner does not
 follow (top-level conditional compilation, namespaces, templated launches,
@@ -37,8 +37,10 @@ _DEVICE_STORAGE = re.compile(r"\b(?:__device__|__constant__|__shared__|__managed
 _DEVICE_FUNCTION = re.compile(r"\b(?:__global__|__device__)\b")
 _TYPE_DECL = re.compile(r"^\s*(?:typedef|using|struct|class|union|enum|static_assert)\b|\bconstexpr\b|\bconst\b")
 _TEMPLATE = re.compile(r"\btemplate\b")
-# A function with internal linkage (or inline) may be defined in both halves.
-_INTERNAL_LINKAGE = re.compile(r"\b(?:static|inline)\b")
+# A plain host helper the host part calls: copied there when it has internal linkage, else declared there.
+_INTERNAL_LINKAGE = re.compile(r"^\s*(?:static\s+(?:inline\s+)?|inline\s+(?:static\s+)?)")
+# Heads whose copy or prototype could differ from the definition: left to the build as written.
+_UNSURE_HELPER = re.compile(r"::|\btemplate\b|\bextern\b|\bconstexpr\b|\bauto\b|__forceinline__|=")
 _SCOPE = re.compile(r"\s*(?:namespace|extern)\b")
 _LAUNCH = re.compile(r"\b([A-Za-z_]\w*)\s*(<[^<>()]*>)?\s*<<<")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -249,10 +251,10 @@ def _kernel_params(head: str) -> tuple[str, list[str]] | None:
     return params.strip(), names
 
 
-def _kernel_name(head: str) -> str:
+def _function_name(head: str) -> str:
     names = _IDENT.findall(head[: head.find("(")])
     if not names:
-        raise _Unfollowable("a kernel without a name")
+        raise _Unfollowable("a function without a name")
     return names[-1]
 
 
@@ -263,7 +265,7 @@ def _kernels(items: list[_Item]) -> dict[str, tuple[str, list[str]]]:
         if item.kind != "function" or "__global__" not in item.head or _TEMPLATE.search(item.head):
             continue
         head = _ATTRIBUTES.sub(" ", item.head)
-        name, params = _kernel_name(head), _kernel_params(head)
+        name, params = _function_name(head), _kernel_params(head)
         if params is not None:
             kernels[name] = params
     return kernels
@@ -322,6 +324,8 @@ class _Halves:
         self.includes: list[str] = []
         self.host: list[str] = []
         self.launched: list[str] = []
+        self.helpers: list[tuple[int, str, str]] = []  # plain host helpers: host index, text, head
+        self.host_names: set[str] = set()  # identifiers the torch host functions use
         self.position = 0
 
     def add(self, item: _Item) -> None:
@@ -356,9 +360,11 @@ class _Halves:
                 raise _Unfollowable("a plain host launcher: the host part would need its declaration")
             self.cuda.append(text)
             if not device_side:
-                # A plain host helper the torch functions may call: a copy where linkage allows, else its prototype.
-                self.host.append(text if _INTERNAL_LINKAGE.search(head) else head.strip() + ";")
+                # Its place in the host part, filled in by result() if a torch function calls it.
+                self.helpers.append((len(self.host), text, head))
+                self.host.append("")
             return
+        self.host_names.update(_IDENT.findall(code))
         body, names = _rewrite_launches(text, code, self.kernels)
         # Declared right before their first caller: after every type and macro their parameters can use.
         for name in names:
@@ -381,7 +387,18 @@ class _Halves:
         else:
             raise _Unfollowable("a global variable: one definition cannot live in both halves")
 
+    def _helpers_for_host(self) -> None:
+        """Copy or declare, in the host part, the plain host helpers its torch functions call."""
+        for index, text, head in self.helpers:
+            if _function_name(head) not in self.host_names:
+                continue
+            # A copy that names a kernel (cudaFuncSetAttribute(k, ...)) would not compile without the CUDA part.
+            if _UNSURE_HELPER.search(head) or set(_IDENT.findall(text)) & set(self.kernels):
+                raise _Unfollowable("a host helper whose copy or prototype could differ from its definition")
+            self.host[index] = text if _INTERNAL_LINKAGE.match(head) else head.strip() + ";"
+
     def result(self) -> SplitSources:
+        self._helpers_for_host()
         self.cuda.append(self.source[self.position :])
         launchers = []
         for name in self.launched:
@@ -401,6 +418,6 @@ def split_source(cuda_source: str) -> SplitSources | None:
         halves = _Halves(cuda_source, code, _kernels(items))
         for item in items:
             halves.add(item)
+        return halves.result() if halves.launched else None
     except _Unfollowable:
         return None
-    return halves.result() if halves.launched else None

@@ -165,6 +165,34 @@ def test_plain_host_helpers_reach_the_host_part():
     assert split.host.index("int threads(long n);") < split.host.index("torch::Tensor run(")
 
 
+def test_host_helpers_the_torch_functions_do_not_call_stay_in_the_cuda_part_only():
+    unused = 'static int pick(int n, const char* why = "b") { return n; }\nstruct S { int f(int); };\n'
+    unused += "int S::f(int n) { return n; }\n"
+    split = _split(TORCH + unused + HELPERS)
+    assert "pick" not in split.host and "S::f" not in split.host
+    assert "static int pick(int n" in split.cuda and "int S::f(int n)" in split.cuda
+
+
+UNSURE_HELPERS = {
+    "default argument": 'int pick(int n, const char* why = "b") { return n; }\n',
+    "member": "struct S { static int pick(int); };\nint S::pick(int n) { return n; }\n",
+    "extern C": 'extern "C" int pick(int n) { return n; }\n',
+    "constexpr": "constexpr int pick(int n) { return n; }\n",
+    "deduced return type": "auto pick(int n) { return n; }\n",
+    "names a kernel": "static int pick(int n) {\n"
+    + "  cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, n);\n"
+    + "  return n;\n}\n",
+}
+
+
+@pytest.mark.parametrize("helper", UNSURE_HELPERS.values(), ids=UNSURE_HELPERS.keys())
+def test_declines_a_called_host_helper_it_cannot_copy_or_declare_faithfully(helper):
+    kernel = "__global__ void k(float* x) { x[0] = 1.0f; }\n"
+    pick = "S::pick" if "::" in helper else "pick"
+    call = f"k<<<{pick}(1), 1>>>(x.data_ptr<float>());"
+    assert split_source(TORCH + kernel + helper + _host_function(call)) is None
+
+
 def test_host_part_with_helpers_compiles_against_the_torch_headers(tmp_path):
     torch_extension = pytest.importorskip("torch.utils.cpp_extension")
     compiler, cuda_include = shutil.which("g++"), Path("/usr/local/cuda/include")
