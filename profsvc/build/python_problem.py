@@ -21,6 +21,10 @@ CPP_PREFIX_LINES = 1
 LOG_LIMIT = 64 * 1024
 
 
+# The phases the worker harness times (profsvc/worker/harness.py); the server exports only these.
+HARNESS_PHASES = ("load", "prebuild", "correctness", "benchmark", "first_call", "warmup", "measured_call")
+
+
 @dataclass
 class HarnessStatus:
     """What the worker harness wrote to its status file."""
@@ -35,6 +39,15 @@ class HarnessStatus:
     correctness: dict[str, Any] | None = None
     benchmark: dict[str, Any] | None = None
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase of the job
+
+    def phase_seconds(self) -> dict[str, float]:
+        """The known phases with a plausible time: the file lies in the job's folder, where user code can write."""
+        phases = self.phases if isinstance(self.phases, dict) else {}
+        return {
+            name: float(seconds)
+            for name, seconds in phases.items()
+            if name in HARNESS_PHASES and isinstance(seconds, int | float) and 0 <= seconds < 86400
+        }
 
     @classmethod
     def read(cls, path: Path, *, returncode: int, timed_out: bool, output: str) -> HarnessStatus:

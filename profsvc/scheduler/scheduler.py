@@ -239,7 +239,7 @@ class Scheduler:
 
     def _record_phases(self, stage: str, status: HarnessStatus) -> None:
         """Export the worker's phase timings as stages `stage:phase`: where a stage's time goes."""
-        for phase, seconds in status.phases.items():
+        for phase, seconds in status.phase_seconds().items():
             self.telemetry.observe(f"{stage}:{phase}", seconds)
 
     def _env(self, job: _Job, gpu: int | None) -> dict[str, str]:

@@ -57,7 +57,7 @@ def _to_device(value: Any, torch: Any) -> Any:
 
 @contextmanager
 def _phase(status: dict[str, Any], name: str) -> Iterator[None]:
-    """Time one phase of the job into status["phases"] (seconds): the server exports them per stage."""
+    """Time one phase of the job into status["phases"] (seconds; names in build.python_problem.HARNESS_PHASES)."""
     start = time.monotonic()
     try:
         yield
@@ -85,7 +85,8 @@ def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecord
     if args.mode == "compile":
         # No GPU here: extensions the module builds lazily (on its first call) are built now where their
         # arguments are known statically, so the GPU job finds them in the cache.
-        prebuild(sys.modules[main.stem])
+        with _phase(status, "prebuild"):
+            prebuild(sys.modules[main.stem])
         status["ok"] = True
         return
     status["stage"] = "running"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from profsvc.build.diagnostics import FileMap, parse_diagnostics
-from profsvc.build.python_problem import HarnessStatus, compile_result
+from profsvc.build.python_problem import HARNESS_PHASES, HarnessStatus, compile_result
 from profsvc_client.models import Severity
 
 # Real messages as g++ 12 and nvcc 13 print them (paths shortened).
@@ -71,3 +74,18 @@ def test_harness_compile_error_status_becomes_a_located_result():
     assert not result.ok
     assert (result.diagnostics[0].file, result.diagnostics[0].line) == ("cand.py", 36)
     assert result.units[0].name == "ext"
+
+
+def test_harness_phases_the_server_exports_are_the_known_ones_with_plausible_times():
+    status = HarnessStatus(ok=True, stage="running", phases={"load": 1.5, "measured_call": 2, "mine": 1.0})
+    assert status.phase_seconds() == {"load": 1.5, "measured_call": 2.0}
+    # The status file lies where the user's code can write: anything odd is left out, never raised on.
+    for phases in (None, {"load": "1"}, {"load": -1.0}, {"load": 1e9}, ["load"]):
+        assert HarnessStatus(ok=True, stage="running", phases=phases).phase_seconds() == {}  # type: ignore[arg-type]
+
+
+def test_every_phase_the_harness_times_is_a_known_phase():
+    from profsvc.worker import harness
+
+    timed = set(re.findall(r'_phase\(status, "(\w+)"\)', Path(harness.__file__).read_text()))
+    assert timed and timed <= set(HARNESS_PHASES)
