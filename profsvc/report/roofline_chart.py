@@ -98,6 +98,9 @@ def _draw(axes: Axes, kernels: Sequence[KernelResult]) -> None:
     heights = list(peaks.values()) + [k.roofline.achieved_flop_per_s for k in points]
     if heights:
         axes.set_ylim(top=max(heights) * 3)  # room above the highest roof for its line
+        bottom, top = axes.get_ylim()
+        # At least two decades: without minor ticks, a narrower axis could show no labelled tick at all.
+        axes.set_ylim(bottom=min(bottom, top / 100))
     axes.set_xlabel("Arithmetic intensity [FLOP/byte of DRAM traffic]")
     axes.set_ylabel("Performance [FLOP/s]")
     axes.grid(True, which="major", linewidth=0.5, alpha=0.5)

@@ -222,3 +222,17 @@ def test_chart_names_kernels_it_cannot_place():
     assert charts["png"].startswith(b"\x89PNG")
     assert "copy_only" in "".join(ElementTree.fromstring(charts["svg"]).itertext())
     assert render_roofline([])["png"].startswith(b"\x89PNG")
+
+
+def test_chart_of_close_points_without_peaks_still_labels_a_decade_on_each_axis():
+    pytest.importorskip("matplotlib")
+    from profsvc.report.roofline_chart import render_roofline
+
+    kernels = []
+    for index, flop_per_s in enumerate((2e11, 3e11)):
+        kernel = KernelResult(name=f"k{index}", launch_index=index)
+        kernel.roofline.precision, kernel.roofline.arithmetic_intensity = "fp32", 5.0
+        kernel.roofline.achieved_flop_per_s = flop_per_s
+        kernels.append(kernel)
+    text = "".join(ElementTree.fromstring(render_roofline(kernels)["svg"]).itertext())
+    assert "10¹¹" in text and "10¹" in text
