@@ -94,6 +94,11 @@ def median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def python_env() -> dict[str, str]:
+    """This environment with the repository's packages importable (the build snippets import profsvc)."""
+    return {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'client'}:{os.environ.get('PYTHONPATH', '')}"}
+
+
 def timed_build(route: str, cache: Path, env: dict[str, str]) -> dict[str, Any]:
     """One cold build of the seed's extension in a fresh process (only the load_inline call is timed)."""
     command = [sys.executable, "-c", BUILD_SNIPPET, route, str(cache), str(SEED)]
@@ -105,7 +110,7 @@ def timed_build(route: str, cache: Path, env: dict[str, str]) -> dict[str, Any]:
 
 def bench_builds(work: Path, runs: int, results: dict[str, Any]) -> None:
     """Cold builds: torch's default, the split route without and with the precompiled header."""
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'client'}:{os.environ.get('PYTHONPATH', '')}"}
+    env = python_env()
     samples: dict[str, list[float]] = {"torch": [], "split-nopch": [], "split": [], "pch-first": []}
     log("cold build, torch's default load_inline")
     samples["torch"].append(timed_build("torch", work / "torch-build", env)["seconds"])
@@ -265,9 +270,8 @@ def bench_plain_ncu(ncu: str, runs: int, work: Path, results: dict[str, Any], ou
     """Plain `ncu --set full` around a fresh harness process, the extension already built (warm cache)."""
     if "torch_extensions_dir" not in results:
         # The build step was skipped: build torch's way once, untimed, so that the runs below find it cached.
-        env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'client'}:{os.environ.get('PYTHONPATH', '')}"}
         log("plain ncu: building the extension torch's way first (untimed)")
-        timed_build("torch", work / "torch-build", env)
+        timed_build("torch", work / "torch-build", python_env())
         results["torch_extensions_dir"] = str(work / "torch-build")
     env = {**os.environ, "TORCH_EXTENSIONS_DIR": results["torch_extensions_dir"]}
     samples = []

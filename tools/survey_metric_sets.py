@@ -37,17 +37,13 @@ MORE = ["MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis", "SpeedOfLight_Roofl
 
 
 def catalog_metrics(first_only: bool) -> list[str]:
-    """The catalog's metric names (every fallback, or only each entry's first choice)."""
+    """The catalog's metric names (every fallback, as the default set asks, or only each entry's first choice)."""
     catalog = load_catalog()
-    names: list[str] = []
-    for figure in catalog.figures:
-        if figure.metric:
-            names += figure.metric[:1] if first_only else list(figure.metric)
-        else:
-            for options in figure.inputs.values():
-                names += options[:1] if first_only else list(options)
-    for breakdown in catalog.breakdowns:
-        names += breakdown.metric[:1] if first_only else list(breakdown.metric)
+    if not first_only:
+        return catalog.metric_names()
+    names = [f.metric[0] for f in catalog.figures if f.metric]
+    names += [options[0] for f in catalog.figures for options in f.inputs.values()]
+    names += [b.metric[0] for b in catalog.breakdowns]
     return list(dict.fromkeys(names))
 
 
