@@ -99,6 +99,19 @@ async def _pool(root: Path) -> AsyncIterator[tuple[StandbyPool, list[Standby | N
         await pool.close()
 
 
+@contextlib.asynccontextmanager
+async def _taken(root: Path, kind: str, spec: StandbySpec) -> AsyncIterator[Standby]:
+    """A pool keeping one kind and a worker taken from it: the worker is discarded and the pool closed after."""
+    async with _pool(root) as (pool, _):
+        pool.keep(kind, spec)
+        standby = await pool.take(kind)
+        assert standby is not None
+        try:
+            yield standby
+        finally:
+            standby.discard()
+
+
 def _drop(standbys: list[Standby | None]) -> None:
     """Kill the taken workers a failed test left running (a passing one has finished them)."""
     for standby in standbys:
@@ -391,22 +404,13 @@ def test_job_on_a_warm_analyze_worker_gives_what_a_fresh_process_gives(tmp_path,
         return [str(REPORT), "--filter", "{}", "--charts", str(charts), "--source-map", "{}"]
 
     async def body():
-        pool = StandbyPool(tmp_path / "standby")
-        pool.keep("analyze", _worker_spec(ANALYZE))
-        try:
+        async with _taken(tmp_path / "standby", "analyze", _worker_spec(ANALYZE)) as standby:
             fresh = await run_process(
                 [sys.executable, "-m", ANALYZE, *job(fresh_charts)], cwd=job_cwd, env=_environment(), timeout=120
             )
-            standby = await pool.take("analyze")
-            assert standby is not None
             chunks: list[str] = []
-            try:
-                warm = await standby.run(job(warm_charts), cwd=job_cwd, stdin="", timeout=120, on_stdout=chunks.append)
-            finally:
-                standby.discard()
+            warm = await standby.run(job(warm_charts), cwd=job_cwd, stdin="", timeout=120, on_stdout=chunks.append)
             return fresh, warm, chunks
-        finally:
-            await pool.close()
 
     fresh, warm, chunks = asyncio.run(body())
     assert fresh.ok, fresh.stderr
@@ -430,25 +434,16 @@ def test_job_stdin_cwd_and_argv_reach_the_worker(tmp_path, echo):
     job_cwd.mkdir()
 
     async def body():
-        pool = StandbyPool(tmp_path / "standby")
-        pool.keep("echo", _worker_spec("standby_echo", echo))
-        try:
-            standby = await pool.take("echo")
-            assert standby is not None
+        async with _taken(tmp_path / "standby", "echo", _worker_spec("standby_echo", echo)) as standby:
             chunks: list[str] = []
-            try:
-                result = await standby.run(
-                    ["one", "two words", '{"json": 1}'],
-                    cwd=job_cwd,
-                    stdin="secret seed 47\nsecond line",
-                    timeout=30,
-                    on_stdout=chunks.append,
-                )
-            finally:
-                standby.discard()
+            result = await standby.run(
+                ["one", "two words", '{"json": 1}'],
+                cwd=job_cwd,
+                stdin="secret seed 47\nsecond line",
+                timeout=30,
+                on_stdout=chunks.append,
+            )
             return standby, result, chunks
-        finally:
-            await pool.close()
 
     standby, result, chunks = asyncio.run(body())
     assert result.ok, result.stderr
@@ -464,19 +459,10 @@ def test_job_stdin_cwd_and_argv_reach_the_worker(tmp_path, echo):
 
 def test_a_job_past_its_time_limit_on_a_warm_worker_is_killed(tmp_path, echo):
     async def body():
-        pool = StandbyPool(tmp_path / "standby")
-        pool.keep("echo", _worker_spec("standby_echo", echo))
-        try:
-            standby = await pool.take("echo")
-            assert standby is not None
-            try:
-                start = time.monotonic()
-                result = await standby.run(["sleep", "60"], cwd=tmp_path, stdin="", timeout=1, on_stdout=None)
-                return standby, result, time.monotonic() - start
-            finally:
-                standby.discard()
-        finally:
-            await pool.close()
+        async with _taken(tmp_path / "standby", "echo", _worker_spec("standby_echo", echo)) as standby:
+            start = time.monotonic()
+            result = await standby.run(["sleep", "60"], cwd=tmp_path, stdin="", timeout=1, on_stdout=None)
+            return standby, result, time.monotonic() - start
 
     standby, result, seconds = asyncio.run(body())
     assert result.timed_out and not result.ok
@@ -487,20 +473,11 @@ def test_a_job_past_its_time_limit_on_a_warm_worker_is_killed(tmp_path, echo):
 
 def test_a_worker_that_died_before_its_job_raises_standby_gone(tmp_path, echo):
     async def body():
-        pool = StandbyPool(tmp_path / "standby")
-        pool.keep("echo", _worker_spec("standby_echo", echo))
-        try:
-            standby = await pool.take("echo")
-            assert standby is not None
+        async with _taken(tmp_path / "standby", "echo", _worker_spec("standby_echo", echo)) as standby:
             standby.process.kill()
             await standby.process.finish(10)
-            try:
-                with pytest.raises(StandbyGone):
-                    await standby.run(["x"], cwd=tmp_path, stdin="", timeout=10, on_stdout=None)
-            finally:
-                standby.discard()
-        finally:
-            await pool.close()
+            with pytest.raises(StandbyGone):
+                await standby.run(["x"], cwd=tmp_path, stdin="", timeout=10, on_stdout=None)
 
     asyncio.run(body())
 
