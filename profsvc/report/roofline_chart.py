@@ -132,12 +132,5 @@ def render_roofline(kernels: Sequence[KernelResult]) -> dict[str, bytes]:
 
 
 def warm_up() -> None:
-    """Draw a throwaway log-log chart: fonts and the layouts of tick labels get cached."""
-    with matplotlib.rc_context(_RC):
-        figure = Figure(figsize=(8, 5.5), dpi=100)
-        FigureCanvasAgg(figure)
-        axes = figure.add_subplot()
-        axes.plot([1e-4, 1e5], [1e6, 1e16])
-        _log_axes(axes)
-        for kind in ("png", "svg"):
-            figure.savefig(io.BytesIO(), format=kind)
+    """Draw a throwaway chart the way a job does: fonts, text layouts and the renderers get loaded and cached."""
+    render_roofline([])
