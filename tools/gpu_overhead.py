@@ -1,0 +1,116 @@
+"""Where a profile's time goes under ncu, per collection variant, on a GPU host.
+
+Builds the seed problem once (the harness's compile mode), then runs the worker harness under ncu, exactly as a
+profile job does (profsvc's ncu command, its NVTX range), once per variant and repetition. For each run: ncu's wall,
+the passes it printed, and the harness's own phases (measured_call holds every replay pass).
+
+    python tools/gpu_overhead.py --out DIR [--runs 2] [--problem tests/fixtures/seed47.py]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "client")]
+
+from profsvc.build.python_problem import harness_argv  # noqa: E402
+from profsvc.ncu.command import NcuOptions, ncu_command  # noqa: E402
+from profsvc.ncu.metric_sets import resolve  # noqa: E402
+
+PASSES = re.compile(r"-\s*(\d+)\s*pass")
+
+
+def _without_section(args: tuple[str, ...], section: str) -> tuple[str, ...]:
+    out: list[str] = []
+    skip = False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if arg == "--section" and i + 1 < len(args) and args[i + 1] == section:
+            skip = True
+            continue
+        out.append(arg)
+    return tuple(out)
+
+
+def variants() -> dict[str, tuple[tuple[str, ...], dict[str, str]]]:
+    """Each variant: its collection arguments and the environment it adds."""
+    default = resolve("")
+    assert default is not None
+    args = default.collection_args()
+    return {
+        "default": (args, {}),
+        "default-no-sw-prepass": (args, {"NV_COMPUTE_PROFILER_DISABLE_SW_PRE_PASS": "1"}),
+        "default-no-import-source": (tuple(a for a in args if a not in ("--import-source", "yes")), {}),
+        "default-no-source-counters": (_without_section(args, "SourceCounters"), {}),
+        "timing-only": (("--metrics", "gpu__time_duration.sum"), {}),
+        "basic": (("--set", "basic"), {}),
+    }
+
+
+def main() -> int:
+    """Run every variant, write DIR/overhead.json and print a table of medians."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--problem", type=Path, default=ROOT / "tests/fixtures/seed47.py")
+    args = parser.parse_args()
+    args.out = args.out.resolve()
+    args.out.mkdir(parents=True, exist_ok=True)
+    ncu = shutil.which("ncu")
+    assert ncu, "ncu not found"
+    cache = args.out / "cache"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "client"), os.environ.get("PYTHONPATH", "")]),
+    }
+    start = time.monotonic()
+    build = harness_argv(sys.executable, args.problem, None, cache, args.out / "compile.json", "compile")
+    subprocess.run(build, env=env, cwd=args.out, check=False, capture_output=True)
+    print(f"build: {time.monotonic() - start:.1f} s {json.loads((args.out / 'compile.json').read_text()).get('ok')}")
+    results: dict[str, list[dict[str, object]]] = {}
+    for name, (collection, extra_env) in variants().items():
+        for run in range(args.runs):
+            status = args.out / f"{name}-{run}.json"
+            report = args.out / f"{name}-{run}.ncu-rep"
+            options = NcuOptions(collection_args=collection, export_path=report, nvtx_include=["profsvc/"])
+            target = harness_argv(sys.executable, args.problem, None, cache, status, "profile")
+            start = time.monotonic()
+            done = subprocess.run(
+                ncu_command(ncu, options, target),
+                env={**env, **extra_env},
+                cwd=args.out,
+                capture_output=True,
+                text=True,
+            )
+            wall = time.monotonic() - start
+            phases = json.loads(status.read_text()).get("phases", {}) if status.exists() else {}
+            passes = [int(p) for p in PASSES.findall(done.stdout)]
+            sample = {"rc": done.returncode, "wall_s": wall, "passes": passes, "phases": phases}
+            results.setdefault(name, []).append(sample)
+            print(name, run, json.dumps(sample), flush=True)
+            if done.returncode:
+                (args.out / f"{name}-{run}.log").write_text(done.stdout + done.stderr)
+    (args.out / "overhead.json").write_text(json.dumps(results, indent=1))
+    print("| variant | passes | ncu wall | measured call | rest of ncu |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, samples in results.items():
+        wall = statistics.median(s["wall_s"] for s in samples)
+        call = statistics.median(s["phases"].get("measured_call", 0.0) for s in samples)
+        print(f"| {name} | {samples[0]['passes']} | {wall:.2f} s | {call:.2f} s | {wall - call:.2f} s |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
