@@ -15,7 +15,6 @@ from profsvc.metrics.extract import device_info, kernel_result
 from profsvc.metrics.hotspots import lacks_line_info
 from profsvc.metrics.reader import load_reader
 from profsvc.metrics.roofline import load_roofline_params
-from profsvc.ncu.command import PROFILER_WARMUP_RANGE
 from profsvc_client.models import Aggregate, DeviceInfo, KernelFilter, KernelResult, KernelShare
 
 
@@ -75,20 +74,8 @@ def _load(reader: ModuleType, path: str | Path) -> Any:
     return context
 
 
-def in_push_pop_range(action: Any, name: str) -> bool:
-    """True when the launch was inside an NVTX push/pop range of that name (any domain, any depth).
-
-    Read through the action's NVTX state: `IRange.actions_by_nvtx` crashes the process when grpc was
-    imported before ncu_report (measured with grpcio 1.85.3 and ncu-report 2025.3.1).
-    """
-    state = action.nvtx_state()
-    if state is None:
-        return False
-    return any(name in state.domain_by_id(domain).push_pop_ranges() for domain in state.domains())
-
-
 def _selected_actions(context: Any, kernel_filter: KernelFilter) -> Iterator[Any]:
-    """The report's actions (IAction) that pass the filter, in launch order; never a warm worker's own kernel."""
+    """The report's actions (IAction) that pass the filter, in launch order."""
     name_pattern = re.compile(kernel_filter.name_regex) if kernel_filter.name_regex else None
     for range_index in range(context.num_ranges()):
         profiled_range = context.range_by_idx(range_index)
@@ -98,8 +85,6 @@ def _selected_actions(context: Any, kernel_filter: KernelFilter) -> Iterator[Any
             indices = list(range(profiled_range.num_actions()))
         for action_index in indices:
             action = profiled_range.action_by_idx(action_index)
-            if in_push_pop_range(action, PROFILER_WARMUP_RANGE):
-                continue
             if not name_pattern or name_pattern.search(action.name()):
                 yield action
 

@@ -29,14 +29,7 @@ from profsvc.host import HostInfo
 from profsvc.jobenv import job_environment
 from profsvc.metrics.analysis import ReportAnalysis
 from profsvc.metrics.catalog import load_catalog
-from profsvc.ncu.command import (
-    ANY_PUSH_POP_RANGE,
-    ANY_START_END_RANGE,
-    PROFILER_WARMUP_RANGE,
-    NcuOptions,
-    marks_nvtx_ranges,
-    ncu_command,
-)
+from profsvc.ncu.command import ANY_PUSH_POP_RANGE, ANY_START_END_RANGE, NcuOptions, marks_nvtx_ranges, ncu_command
 from profsvc.ncu.metric_sets import resolve
 from profsvc.ncu.runner import NcuOutcome, NcuProgress, follow_ncu, run_ncu
 from profsvc.proc import ProcessResult, run_process
@@ -49,7 +42,7 @@ from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
 from profsvc.scheduler.sessions import SessionStore
 from profsvc.scheduler.standby import StandbyGone, StandbyPool, StandbySpec
 from profsvc.telemetry import Telemetry
-from profsvc.worker.standby import WARM_LIBRARIES, WARM_PROFILER
+from profsvc.worker.standby import WARM_LIBRARIES
 from profsvc_client.errors import InvalidRequest, PreconditionFailed, Reason, ResourceExhausted
 from profsvc_client.models import (
     ArtifactRef,
@@ -152,11 +145,11 @@ class Scheduler:
     def _ncu_standby_spec(self, gpu: int) -> StandbySpec:
         def command(directory: Path) -> list[str]:
             assert self.host.ncu is not None
-            options = self._warm_ncu_options(directory / REPORT_NAME)
+            options = self._default_ncu_options(directory / REPORT_NAME)
             worker = self._worker_argv(HARNESS_MODULE, directory)
             return [*self.sandbox.network_prefix, *ncu_command(self.host.ncu.path, options, worker)]
 
-        return StandbySpec(command=command, environment=self._standby_environment(gpu, {WARM_PROFILER: "1"}))
+        return StandbySpec(command=command, environment=self._standby_environment(gpu))
 
     async def _run_worker(
         self,
@@ -369,15 +362,6 @@ class Scheduler:
         """What a Python problem's Profile collects when the request names no metric set and no filter."""
         return self._ncu_options(ProfileSpec(source=_ANY_PYTHON_PROBLEM), report)
 
-    def _warm_ncu_options(self, report: Path) -> NcuOptions:
-        """The default options plus the warm worker's own kernel, profiled in its warm-up range before the job."""
-        options = self._default_ncu_options(report)
-        return dataclasses.replace(
-            options,
-            nvtx_include=[*options.nvtx_include, f"{PROFILER_WARMUP_RANGE}/"],
-            launch_count=options.launch_count + 1,
-        )
-
     async def _run_ncu(
         self, job: _Job, gpu: int, options: NcuOptions, argv: list[str], on_progress: Callable[[NcuProgress], None]
     ) -> NcuOutcome:
@@ -387,19 +371,15 @@ class Scheduler:
         warm = argv[1:3] == ["-m", HARNESS_MODULE] and options == self._default_ncu_options(options.export_path)
         standby = await self.standby.take(kind) if warm else None
         if standby is not None:
-            warm_options = self._warm_ncu_options(standby.directory / REPORT_NAME)
+            warm_options = dataclasses.replace(options, export_path=standby.directory / REPORT_NAME)
             command = ncu_command(self.host.ncu.path, warm_options, argv)
 
             def run(feed: Callable[[str], None]) -> Awaitable[ProcessResult]:
                 timeout = self.config.limits.job_timeout_s
                 return standby.run(argv[3:], cwd=job.workspace, stdin="", timeout=timeout, on_stdout=feed)
 
-            def job_progress(event: NcuProgress) -> None:
-                # ncu numbers the warm-up kernel too: the job's kernels count from the one after it.
-                on_progress(dataclasses.replace(event, kernel_index=event.kernel_index - 1))
-
             try:
-                outcome = await follow_ncu(command, warm_options, run, job_progress)
+                outcome = await follow_ncu(command, warm_options, run, on_progress)
                 if outcome.report is not None:
                     outcome.report = Path(shutil.move(outcome.report, options.export_path))
                 return outcome

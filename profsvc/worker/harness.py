@@ -22,7 +22,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from profsvc.ncu.command import PROFILER_WARMUP_RANGE
 from profsvc.worker.benchmark import run_benchmark
 from profsvc.worker.correctness import run_correctness
 from profsvc.worker.faults import fault_kind
@@ -30,7 +29,7 @@ from profsvc.worker.inline_cache import InlineRecorder, install
 from profsvc.worker.prebuild import BUILD_ERROR_PREFIX, prebuild
 from profsvc.worker.problem import ProblemError, load_problem
 from profsvc.worker.shapes import JITTER
-from profsvc.worker.standby import WARM_LIBRARIES, WARM_PROFILER, job_argv
+from profsvc.worker.standby import WARM_LIBRARIES, job_argv
 
 
 def _user_frames(error: BaseException, user_files: set[str]) -> str:
@@ -132,13 +131,6 @@ def _warm() -> None:
         return
     # Creates the context without launching a kernel (under ncu, nothing to profile yet).
     torch.cuda.mem_get_info()
-    if os.environ.get(WARM_PROFILER) == "1":
-        # ncu's first profiled kernel in a process costs about 0.65 s more than the next (one pass or 27, measured
-        # on the H200: tools/gpu_overhead.py). One kernel (a fill) in a range of its own pays it here.
-        torch.cuda.nvtx.range_push(PROFILER_WARMUP_RANGE)
-        torch.empty(1, device="cuda").fill_(1.0)
-        torch.cuda.nvtx.range_pop()
-        torch.cuda.synchronize()
     if os.environ.get(WARM_LIBRARIES) == "1":
         # A timing run's first matmul starts cuBLAS, its first kernel records start CUPTI: pay both now.
         from torch.profiler import ProfilerActivity, profile

@@ -23,9 +23,6 @@ READY = "ready"
 CHANNEL = "job"
 # Set in a warm GPU worker's environment when it is not under ncu: it may start cuBLAS and CUPTI too.
 WARM_LIBRARIES = "PROFSVC_WARM_LIBRARIES"
-# Set in a warm worker's environment when it runs under ncu: it profiles one kernel of its own in the NVTX range
-# metrics.analysis.PROFILER_WARMUP_RANGE, so that ncu's one-time set-up is paid before the job.
-WARM_PROFILER = "PROFSVC_WARM_PROFILER"
 # How often a waiting worker checks that the server that started it is still there.
 LIFELINE_S = 1.0
 
