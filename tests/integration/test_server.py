@@ -45,6 +45,16 @@ def test_analyze_filter_by_name(client):
     assert result.error.kind == "no_kernels_profiled"
 
 
+@pytest.mark.parametrize(("include", "kernels"), [("profsvc/", 1), ("no_such_range/", 0)])
+def test_analyze_filter_by_nvtx_range(client, include, kernels):
+    # The seed's report: its one kernel ran in the harness's push/pop range "profsvc". The reader's NVTX filter
+    # once crashed the report worker (grpc imported before ncu_report).
+    result = client.analyze(FIXTURES / "seed47_default.ncu-rep", kernel_filter=KernelFilter(nvtx_include=[include]))
+    assert len(result.kernels) == kernels
+    assert result.ok == bool(kernels)
+    assert result.ok or result.error.kind == "no_kernels_profiled"
+
+
 def test_garbage_report_is_invalid_argument(client):
     with pytest.raises(errors.InvalidRequest) as caught:
         client.analyze(b"this is not a report")
