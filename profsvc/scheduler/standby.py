@@ -148,7 +148,9 @@ class StandbyPool:
         while not standby.ready:
             if not standby.process.running or time.monotonic() > deadline:
                 result = await standby.process.finish(0)
-                log.warning("a warm %s worker did not come up: %s", kind, result.stderr[-2000:])
+                # ncu writes its own errors (==ERROR==) to stdout: keep both streams' tails.
+                output = "\n".join(t for t in (result.stdout[-1000:].strip(), result.stderr[-1000:].strip()) if t)
+                log.warning("a warm %s worker did not come up (exit %d): %s", kind, result.returncode, output)
                 standby.discard()
                 self._failed(kind)
                 return None

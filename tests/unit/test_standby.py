@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -502,6 +503,25 @@ def test_take_returns_none_when_the_worker_does_not_come_up(tmp_path, command):
         assert list(pool.root.iterdir()) == []
 
     asyncio.run(body())
+
+
+def test_a_worker_that_does_not_come_up_is_logged_with_its_exit_and_output(tmp_path, caplog):
+    # ncu prints its errors on stdout: the warning must carry them, not only stderr.
+    code = "import sys; print('==ERROR== profiling failed'); sys.stderr.write('on stderr'); raise SystemExit(3)"
+    command = [sys.executable, "-c", code]
+
+    async def body():
+        pool = StandbyPool(tmp_path / "standby")
+        pool.keep("broken", StandbySpec(command=lambda directory: command, environment=lambda d: _environment()))
+        try:
+            assert await asyncio.wait_for(pool.take("broken"), 20) is None
+        finally:
+            await pool.close()
+
+    with caplog.at_level(logging.WARNING, logger="profsvc.standby"):
+        asyncio.run(body())
+    message = next(r.getMessage() for r in caplog.records if "did not come up" in r.getMessage())
+    assert "(exit 3)" in message and "==ERROR== profiling failed" in message and "on stderr" in message
 
 
 def test_a_kind_whose_workers_keep_failing_is_no_longer_kept(tmp_path):
