@@ -53,6 +53,19 @@ DETERMINISTIC = (
     "smsp__sass_inst_executed_op_global_st.sum",
     "launch__occupancy_limit_registers",
 )
+# The same, as the service reports them (catalog figures): compared exactly too.
+DETERMINISTIC_FIGURES = (
+    "grid_size",
+    "block_size",
+    "registers_per_thread",
+    "shared_mem_static_per_block",
+    "instructions_executed",
+    "global_load_instructions",
+    "global_store_instructions",
+    "fp32_flop",
+    "theoretical_occupancy_pct",
+    "occupancy_limit_registers",
+)
 
 BUILD_SNIPPET = """
 import sys, time, re, json
@@ -306,10 +319,15 @@ def parity(out: Path, results: dict[str, Any]) -> None:
     # The service's view of both reports: catalog figures the plain run has and ours lacks.
     from profsvc.metrics.analysis import analyze_report
 
-    figures = [
-        {n for n, v in analyze_report(path).kernels[0].figures.items() if v.value is not None}
+    ours_figures, plain_figures = (
+        {n: v.value for n, v in analyze_report(path).kernels[0].figures.items() if v.value is not None}
         for path in (out / "warm-profile.ncu-rep", out / "plain.ncu-rep")
-    ]
+    )
+    figures_mismatched = {
+        n: [ours_figures.get(n), plain_figures.get(n)]
+        for n in DETERMINISTIC_FIGURES
+        if ours_figures.get(n) != plain_figures.get(n)
+    }
     results["parity"] = {
         "metrics_ours": len(ours),
         "metrics_plain": len(plain),
@@ -317,9 +335,12 @@ def parity(out: Path, results: dict[str, Any]) -> None:
         "equal_values": len(equal),
         "deterministic_checked": [n for n in DETERMINISTIC if n in shared],
         "deterministic_mismatched": {k: [str(v) for v in pair] for k, pair in mismatched.items()},
-        "catalog_figures_ours": len(figures[0]),
-        "catalog_figures_plain": len(figures[1]),
-        "catalog_figures_missing": sorted(figures[1] - figures[0]),
+        "catalog_figures_ours": len(ours_figures),
+        "catalog_figures_plain": len(plain_figures),
+        "catalog_figures_missing": sorted(set(plain_figures) - set(ours_figures)),
+        "catalog_figures_equal": sum(ours_figures[n] == plain_figures.get(n) for n in ours_figures),
+        "deterministic_figures_checked": [n for n in DETERMINISTIC_FIGURES if n in plain_figures],
+        "deterministic_figures_mismatched": figures_mismatched,
     }
 
 

@@ -114,3 +114,26 @@ def test_the_default_set_report_holds_every_figure_the_full_report_holds():
         assert default.value(name) == full.value(name), name
     assert default.stalls and default.stalls[0].reason == full.stalls[0].reason
     assert default.hotspots and default.roofline.bound == full.roofline.bound
+
+
+def test_the_benchmarks_parity_step_on_two_runs_of_the_seed(tmp_path):
+    # The fast-path benchmark's `parity` step, on two real H200 reports of the seed: the default set (warm
+    # server) and `ncu --set full` (plain run). Run-independent figures must agree exactly.
+    import shutil
+    import sys
+
+    sys.path.insert(0, str(FIXTURES.parents[1] / "benchmarks"))
+    try:
+        import bench_fastpath
+    finally:
+        sys.path.pop(0)
+    shutil.copy(FIXTURES / "seed47_default.ncu-rep", tmp_path / "warm-profile.ncu-rep")
+    shutil.copy(FIXTURES / "seed47_full.ncu-rep", tmp_path / "plain.ncu-rep")
+    results: dict = {}
+    bench_fastpath.parity(tmp_path, results)
+    parity = results["parity"]
+    assert parity["catalog_figures_missing"] == []
+    assert parity["deterministic_figures_mismatched"] == {}
+    assert parity["deterministic_figures_checked"] == list(bench_fastpath.DETERMINISTIC_FIGURES)
+    assert parity["deterministic_mismatched"] == {}
+    assert 0 < parity["catalog_figures_equal"] < parity["catalog_figures_ours"]
