@@ -49,21 +49,27 @@ async def start_server(config: ServerConfig) -> RunningServer:
     interceptors: list[grpc.aio.ServerInterceptor] = [RequestInterceptor(telemetry)]
     if token is not None:
         interceptors.append(TokenInterceptor(token.get_secret_value()))
-    server = grpc.aio.server(options=CHANNEL_OPTIONS, interceptors=interceptors)
+    # Without this, grpc binds with SO_REUSEPORT: a second server on a port in use starts silently and the two
+    # share its requests.
+    server = grpc.aio.server(options=[*CHANNEL_OPTIONS, ("grpc.so_reuseport", 0)], interceptors=interceptors)
     pb_grpc.add_ProfilerServicer_to_server(ProfilerServicer(config, scheduler), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
     address = f"{config.host}:{config.port}"
-    if config.security.tls_cert is not None and config.security.tls_key is not None:
-        credentials = grpc.ssl_server_credentials(
-            [(config.security.tls_key.read_bytes(), config.security.tls_cert.read_bytes())]
-        )
-        port = server.add_secure_port(address, credentials)
-    else:
-        port = server.add_insecure_port(address)
+    try:
+        if config.security.tls_cert is not None and config.security.tls_key is not None:
+            credentials = grpc.ssl_server_credentials(
+                [(config.security.tls_key.read_bytes(), config.security.tls_cert.read_bytes())]
+            )
+            port = server.add_secure_port(address, credentials)
+        else:
+            port = server.add_insecure_port(address)
+    except RuntimeError:
+        port = 0  # grpc raises where older versions returned 0
     if port == 0:
-        raise OSError(f"cannot listen on {config.host}:{config.port}")
+        await scheduler.close()
+        raise OSError(f"cannot listen on {config.host}:{config.port} (is the port in use?)")
     await server.start()
     if config.metrics_port is not None:
         telemetry.serve_http(config.host, config.metrics_port)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 
 import grpc
 import pytest
@@ -60,6 +62,19 @@ def test_garbage_report_is_invalid_argument(client):
         client.analyze(b"this is not a report")
     assert caught.value.reason == errors.Reason.BAD_REPORT
     assert caught.value.request_id
+
+
+def test_a_second_server_on_a_port_in_use_exits_with_one_line(served, tmp_path):
+    # grpc's default SO_REUSEPORT would let it start and take half of the first server's requests.
+    port = served.rsplit(":", 1)[1]
+    argv = [sys.executable, "-m", "profsvc_client.cli", "serve", "--port", port, "--state-dir", str(tmp_path)]
+    try:
+        second = subprocess.run([*argv, "--no-warm-workers"], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a second server started on a port in use")
+    assert second.returncode == 2
+    assert f"profsvc: error: cannot listen on 127.0.0.1:{port} (is the port in use?)" in second.stderr.splitlines()
+    assert run_cli("analyze", FIXTURES / "seed47_full.ncu-rep", "--server", served).returncode == 0
 
 
 @no_gpu_only
