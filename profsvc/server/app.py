@@ -43,6 +43,12 @@ async def start_server(config: ServerConfig) -> RunningServer:
     if not sandbox.isolates_network:
         log.warning(NO_NETWORK_ISOLATION)
     telemetry = Telemetry()
+    if config.metrics_port is not None:
+        # Before anything that would keep the process alive (warm workers, grpc's threads) is started.
+        try:
+            telemetry.serve_http(config.host, config.metrics_port)
+        except OSError as error:
+            raise OSError(f"cannot serve metrics on {config.host}:{config.metrics_port}: {error.strerror}") from None
     scheduler = Scheduler(config, host, sandbox, telemetry)
     await scheduler.start()
     token = config.security.token
@@ -71,8 +77,6 @@ async def start_server(config: ServerConfig) -> RunningServer:
         await scheduler.close()
         raise OSError(f"cannot listen on {config.host}:{config.port} (is the port in use?)")
     await server.start()
-    if config.metrics_port is not None:
-        telemetry.serve_http(config.host, config.metrics_port)
     for name in ("", SERVICE_NAME):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     if host.unavailable_reason:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import sys
 
@@ -75,6 +76,20 @@ def test_a_second_server_on_a_port_in_use_exits_with_one_line(served, tmp_path):
     assert second.returncode == 2
     assert f"profsvc: error: cannot listen on 127.0.0.1:{port} (is the port in use?)" in second.stderr.splitlines()
     assert run_cli("analyze", FIXTURES / "seed47_full.ncu-rep", "--server", served).returncode == 0
+
+
+def test_a_metrics_port_in_use_is_one_line_and_an_exit(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = [sys.executable, "-m", "profsvc_client.cli", "serve", "--port", "0", "--state-dir", str(tmp_path)]
+        try:
+            done = subprocess.run([*argv, "--metrics-port", str(port)], capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the server neither served metrics nor exited")
+    assert done.returncode == 2
+    assert f"profsvc: error: cannot serve metrics on 127.0.0.1:{port}: Address already in use" in done.stderr
 
 
 @no_gpu_only
