@@ -80,7 +80,8 @@ def _selected_actions(context: Any, kernel_filter: KernelFilter) -> Iterator[Any
     for range_index in range(context.num_ranges()):
         profiled_range = context.range_by_idx(range_index)
         if kernel_filter.nvtx_include:
-            # Crashes the process when grpc was imported before ncu_report (the report worker imports no grpc).
+            # Crashes the process when grpc or matplotlib was imported before ncu_report (the report worker
+            # loads the reader first).
             indices = list(profiled_range.actions_by_nvtx(list(kernel_filter.nvtx_include), []))
         else:
             indices = list(range(profiled_range.num_actions()))

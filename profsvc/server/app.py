@@ -36,19 +36,46 @@ class RunningServer:
     scheduler: Scheduler
 
 
+def _credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
+    """The TLS credentials, read before anything starts (a missing file ends the start with one line)."""
+    if config.security.tls_cert is None or config.security.tls_key is None:
+        return None
+    try:
+        key, cert = config.security.tls_key.read_bytes(), config.security.tls_cert.read_bytes()
+    except OSError as error:
+        raise OSError(f"cannot read the TLS key or certificate {error.filename}: {error.strerror}") from None
+    return grpc.ssl_server_credentials([(key, cert)])
+
+
+def _serve_metrics(config: ServerConfig, telemetry: Telemetry) -> None:
+    """The /metrics endpoint, bound before anything that would keep the process alive (warm workers, grpc)."""
+    if config.metrics_port is None:
+        return
+    try:
+        telemetry.serve_http(config.host, config.metrics_port)
+    except OSError as error:
+        raise OSError(f"cannot serve metrics on {config.host}:{config.metrics_port}: {error.strerror}") from None
+
+
+def _bind(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None) -> int:
+    """Listen on address; the port, 0 when it cannot be bound (grpc raises where older versions returned 0)."""
+    try:
+        return (
+            server.add_insecure_port(address) if credentials is None else server.add_secure_port(address, credentials)
+        )
+    except RuntimeError:
+        return 0
+
+
 async def start_server(config: ServerConfig) -> RunningServer:
     """Probe the host, bind, and start serving (returns once listening)."""
     host = await discover(config.ncu_path, config.nvcc_path)
     sandbox = await probe_sandbox(config.limits.cpu_job_memory_bytes)
     if not sandbox.isolates_network:
         log.warning(NO_NETWORK_ISOLATION)
+    credentials = _credentials(config)
     telemetry = Telemetry()
-    if config.metrics_port is not None:
-        # Before anything that would keep the process alive (warm workers, grpc's threads) is started.
-        try:
-            telemetry.serve_http(config.host, config.metrics_port)
-        except OSError as error:
-            raise OSError(f"cannot serve metrics on {config.host}:{config.metrics_port}: {error.strerror}") from None
+    _serve_metrics(config, telemetry)
     scheduler = Scheduler(config, host, sandbox, telemetry)
     await scheduler.start()
     token = config.security.token
@@ -62,17 +89,7 @@ async def start_server(config: ServerConfig) -> RunningServer:
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-    address = f"{config.host}:{config.port}"
-    try:
-        if config.security.tls_cert is not None and config.security.tls_key is not None:
-            credentials = grpc.ssl_server_credentials(
-                [(config.security.tls_key.read_bytes(), config.security.tls_cert.read_bytes())]
-            )
-            port = server.add_secure_port(address, credentials)
-        else:
-            port = server.add_insecure_port(address)
-    except RuntimeError:
-        port = 0  # grpc raises where older versions returned 0
+    port = _bind(server, f"{config.host}:{config.port}", credentials)
     if port == 0:
         await scheduler.close()
         raise OSError(f"cannot listen on {config.host}:{config.port} (is the port in use?)")

@@ -29,15 +29,17 @@ EXIT_NO_READER = 4
 def _warm() -> None:
     """What a warm analyze worker pays before its job: the report reader, the tables and matplotlib."""
     from profsvc.metrics.reader import load_reader
-    from profsvc.report.roofline_chart import warm_up
 
     load_catalog()
     load_rules()
-    warm_up()
+    # The reader before matplotlib (and before grpc): loaded after either, its NVTX filter crashes the process.
     try:
         load_reader()
     except ReaderUnavailable:
         pass  # reported per job, where it matters
+    from profsvc.report.roofline_chart import warm_up
+
+    warm_up()
 
 
 def main(argv: list[str] | None = None) -> int:

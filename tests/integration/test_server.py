@@ -14,7 +14,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from profsvc.metrics.analysis import analyze_report
 from profsvc_client import errors
-from profsvc_client.client import load_source
+from profsvc_client.client import ProfilerClient, load_source
 from profsvc_client.models import KernelFilter, KernelSource, Severity, SourceFile
 from tests.conftest import FIXTURES, HAS_GPU, REPORTS, run_cli
 
@@ -48,11 +48,18 @@ def test_analyze_filter_by_name(client):
     assert result.error.kind == "no_kernels_profiled"
 
 
+@pytest.mark.parametrize("warm", [False, True], ids=["fresh worker", "warm worker"])
 @pytest.mark.parametrize(("include", "kernels"), [("profsvc/", 1), ("no_such_range/", 0)])
-def test_analyze_filter_by_nvtx_range(client, include, kernels):
+def test_analyze_filter_by_nvtx_range(client, served, warm, include, kernels):
     # The seed's report: its one kernel ran in the harness's push/pop range "profsvc". The reader's NVTX filter
-    # once crashed the report worker (grpc imported before ncu_report).
-    result = client.analyze(FIXTURES / "seed47_default.ncu-rep", kernel_filter=KernelFilter(nvtx_include=[include]))
+    # once crashed the report worker (grpc, or in a warm worker matplotlib, loaded before ncu_report).
+    report = FIXTURES / "seed47_default.ncu-rep"
+    kernel_filter = KernelFilter(nvtx_include=[include])
+    if warm:
+        with ProfilerClient(served, timeout=300) as served_client:
+            result = served_client.analyze(report, kernel_filter=kernel_filter)
+    else:
+        result = client.analyze(report, kernel_filter=kernel_filter)
     assert len(result.kernels) == kernels
     assert result.ok == bool(kernels)
     assert result.ok or result.error.kind == "no_kernels_profiled"
