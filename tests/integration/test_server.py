@@ -99,6 +99,19 @@ def test_a_metrics_port_in_use_is_one_line_and_an_exit(tmp_path):
     assert f"profsvc: error: cannot serve metrics on 127.0.0.1:{port}: Address already in use" in done.stderr
 
 
+def test_a_missing_tls_file_is_one_line_and_an_exit(tmp_path):
+    argv = [sys.executable, "-m", "profsvc_client.cli", "serve", "--port", "0", "--state-dir", str(tmp_path)]
+    missing = tmp_path / "missing.pem"
+    try:
+        done = subprocess.run(
+            [*argv, "--tls-cert", str(missing), "--tls-key", str(missing)], capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the server neither started nor exited")
+    assert done.returncode == 2
+    assert f"profsvc: error: cannot read the TLS key or certificate {missing}: No such file or directory" in done.stderr
+
+
 @no_gpu_only
 def test_profile_without_gpu_is_failed_precondition(client):
     with pytest.raises(errors.PreconditionFailed) as caught:
