@@ -129,6 +129,16 @@ def profile_request(
     )
 
 
+UINT32_MAX = 2**32 - 1
+
+
+def trials_value(trials: int) -> int:
+    """`trials` as the wire carries it (uint32); a clear error instead of protobuf's for anything else."""
+    if not 0 <= trials <= UINT32_MAX:
+        raise errors.InvalidRequest(f"trials = {trials} is out of range (0 for the server's default, or a count)")
+    return trials
+
+
 def analyze_request(
     report: bytes | str | Path, kernel_filter: KernelFilter | None, session_id: str
 ) -> pb.AnalyzeRequest:
@@ -282,14 +292,14 @@ class ProfilerClient(_Connection):
 
     def check_correctness(self, source: KernelSource, *, trials: int = 0) -> CorrectnessResult:
         """Run the candidate against the reference on fresh inputs (`trials` 0: the server's default, 5)."""
-        request = pb.CheckCorrectnessRequest(source=to_proto(source, pb.KernelSource), trials=trials)
+        request = pb.CheckCorrectnessRequest(source=to_proto(source, pb.KernelSource), trials=trials_value(trials))
         with _translated():
             reply = self._stub.CheckCorrectness(request, metadata=self._metadata, timeout=self.timeout)
         return to_model(reply.result, CorrectnessResult)
 
     def benchmark(self, source: KernelSource, *, trials: int = 0) -> BenchmarkResult:
         """Time candidate and reference the same way (`trials` timed calls each; 0: the server's default)."""
-        request = pb.BenchmarkRequest(source=to_proto(source, pb.KernelSource), trials=trials)
+        request = pb.BenchmarkRequest(source=to_proto(source, pb.KernelSource), trials=trials_value(trials))
         with _translated():
             reply = self._stub.Benchmark(request, metadata=self._metadata, timeout=self.timeout)
         return to_model(reply.result, BenchmarkResult)
@@ -305,7 +315,10 @@ class ProfilerClient(_Connection):
     ) -> EvaluateResult:
         """Static check, compile, correctness, timing, memory, launches, SOL and a short profile."""
         request = pb.EvaluateRequest(
-            source=to_proto(source, pb.KernelSource), trials=trials, skip_profile=skip_profile, session_id=session_id
+            source=to_proto(source, pb.KernelSource),
+            trials=trials_value(trials),
+            skip_profile=skip_profile,
+            session_id=session_id,
         )
         return self._stream(self._stub.Evaluate, request, EvaluateResult, on_progress)
 

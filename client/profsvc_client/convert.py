@@ -92,7 +92,11 @@ def _fill(message: Message, data: dict[str, Any]) -> None:
         elif field.type == FieldDescriptor.TYPE_ENUM:
             setattr(message, name, _enum_from_str(field.enum_type, value))
         else:
-            setattr(message, name, value)
+            try:
+                setattr(message, name, value)
+            except (ValueError, TypeError):
+                # E.g. a negative count, or one past 32 bits: protobuf's own message names neither field nor value.
+                raise ValueError(f"{name} = {value!r} is out of range") from None
 
 
 def to_model(message: Message, model: type[M]) -> M:
@@ -103,5 +107,10 @@ def to_model(message: Message, model: type[M]) -> M:
 def to_proto(model: BaseModel, message_type: type[P]) -> P:
     """Convert a pydantic model into its protobuf message."""
     message = message_type()
-    _fill(message, model.model_dump(mode="python", by_alias=True))
+    try:
+        _fill(message, model.model_dump(mode="python", by_alias=True))
+    except ValueError as error:
+        from profsvc_client.errors import InvalidRequest
+
+        raise InvalidRequest(str(error)) from None
     return message

@@ -112,6 +112,22 @@ def test_a_missing_tls_file_is_one_line_and_an_exit(tmp_path):
     assert f"profsvc: error: cannot read the TLS key or certificate {missing}: No such file or directory" in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["analyze", FIXTURES / "seed47_default.ncu-rep", "--launch-count", "-1"], "launch_count = -1 is out of range"),
+        (["profile", FIXTURES / "seed47.py", "--launch-count", str(2**40)], f"launch_count = {2**40} is out of range"),
+        (["check", FIXTURES / "seed47.py", "--trials", "-1"], "trials = -1 is out of range"),
+        (["time", FIXTURES / "seed47.py", "--trials", str(2**33)], f"trials = {2**33} is out of range"),
+    ],
+    ids=["negative launch count", "launch count past 32 bits", "negative trials", "trials past 32 bits"],
+)
+def test_a_count_the_wire_cannot_carry_is_one_line(args, message):
+    done = run_cli(*args)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"profsvc: error: {message}") and "Traceback" not in done.stderr
+
+
 @no_gpu_only
 def test_profile_without_gpu_is_failed_precondition(client):
     with pytest.raises(errors.PreconditionFailed) as caught:
