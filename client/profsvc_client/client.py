@@ -114,6 +114,12 @@ def translate_error(error: grpc.RpcError) -> errors.ProfsvcError:
     cls = errors.CODE_CLASSES.get(code, errors.InternalError)
     if code == grpc.StatusCode.UNAVAILABLE:
         message = f"no profsvc server answered: {message}"
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and (message or "").startswith("CLIENT: Sent message larger"):
+        # Refused by this client before sending (the message limit), not a full queue on the server.
+        limit = MAX_MESSAGE_BYTES // 2**20
+        return errors.InvalidRequest(
+            f"the request is over the {limit} MiB message limit", errors.Reason.SOURCE_TOO_LARGE
+        )
     return cls(message or code.name, None, request_id)
 
 

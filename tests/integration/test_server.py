@@ -65,6 +65,15 @@ def test_analyze_filter_by_nvtx_range(client, served, warm, include, kernels):
     assert result.ok or result.error.kind == "no_kernels_profiled"
 
 
+def test_a_report_over_the_message_limit_is_too_large_not_a_full_queue(client):
+    from profsvc_client.client import MAX_MESSAGE_BYTES
+
+    with pytest.raises(errors.InvalidRequest) as caught:
+        client.analyze(b"NVR\x00" + bytes(MAX_MESSAGE_BYTES))
+    assert caught.value.reason == errors.Reason.SOURCE_TOO_LARGE
+    assert "256 MiB message limit" in caught.value.message
+
+
 def test_garbage_report_is_invalid_argument(client):
     with pytest.raises(errors.InvalidRequest) as caught:
         client.analyze(b"this is not a report")
