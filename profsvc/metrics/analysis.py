@@ -71,6 +71,9 @@ def _load(reader: ModuleType, path: str | Path) -> Any:
         raise ReportUnreadable(f"{Path(path).name} is not a readable Nsight Compute report ({error})") from None
     if context is None:
         raise ReportUnreadable(f"{Path(path).name} is not a readable Nsight Compute report")
+    if context.num_ranges() == 0:
+        # ncu writes a report only once it holds a result: none at all means a truncated or damaged file.
+        raise ReportUnreadable(f"{Path(path).name} holds no profiling results (a truncated or damaged report?)")
     return context
 
 

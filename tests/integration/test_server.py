@@ -74,6 +74,15 @@ def test_a_report_over_the_message_limit_is_too_large_not_a_full_queue(client):
     assert "256 MiB message limit" in caught.value.message
 
 
+@pytest.mark.parametrize("keep", [4, 200_000], ids=["magic only", "first 200 kB"])
+def test_a_truncated_report_is_a_bad_report(client, keep):
+    truncated = (FIXTURES / "seed47_default.ncu-rep").read_bytes()[:keep]
+    with pytest.raises(errors.InvalidRequest) as caught:
+        client.analyze(truncated)
+    assert caught.value.reason == errors.Reason.BAD_REPORT
+    assert "holds no profiling results" in caught.value.message
+
+
 def test_garbage_report_is_invalid_argument(client):
     with pytest.raises(errors.InvalidRequest) as caught:
         client.analyze(b"this is not a report")
