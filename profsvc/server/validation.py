@@ -15,7 +15,7 @@ from profsvc.scheduler.jobs import SourceSpec
 from profsvc_client.errors import InvalidRequest, Reason
 from profsvc_client.models import KernelFilter, KernelSource, SourceFile, SourceKind
 
-_FILE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,99}$")
+_FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 _CUDA_MAIN = re.compile(r"\bint\s+main\s*\(")
 # nvcc flags a request may pass: defines, optimisation, language level, register cap, fast math.
 _NVCC_FLAG = re.compile(
@@ -51,7 +51,8 @@ def _decode(file: SourceFile, role: str, limits: Limits) -> str:
 def _check_name(file: SourceFile, role: str) -> None:
     if not _FILE_NAME.match(file.name):
         raise InvalidRequest(
-            f"the {role} file name {file.name!r} is not allowed (letters, digits, _ . - only, no folders)",
+            f"the {role} file name {file.name!r} is not allowed"
+            " (letters, digits, _ . - only, not starting with . or -, no folders)",
             Reason.BAD_ARGUMENT,
         )
 

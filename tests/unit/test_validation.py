@@ -29,6 +29,8 @@ def _source(name: str, content: bytes, **extra) -> KernelSource:
         (_source("k.py", b"class ModelNew: pass\n"), Reason.MISSING_SYMBOL, "Model, get_inputs, get_init_inputs"),
         (_source("k.txt", b"x"), Reason.BAD_SOURCE_KIND, ".py"),
         (_source("../etc/passwd.py", PROBLEM), Reason.BAD_ARGUMENT, "not allowed"),
+        (_source(".hidden.py", PROBLEM), Reason.BAD_ARGUMENT, "not allowed"),
+        (_source("-rf.py", PROBLEM), Reason.BAD_ARGUMENT, "not allowed"),
         (_source("p.cu", b"__global__ void k() {}\n"), Reason.MISSING_SYMBOL, "int main("),
         (_source("p.cu", b"int main() {}", nvcc_flags=["-o/tmp/x"]), Reason.BAD_ARGUMENT, "nvcc flag"),
     ],
@@ -51,6 +53,12 @@ def test_seed_problem_and_split_reference_are_accepted():
         ),
     )
     assert validate_source(split, LIMITS).reference_name == "ref.py"
+
+
+def test_kernelbench_file_names_are_accepted():
+    # KernelBench names its problems by number: 19_ReLU.py.
+    spec = validate_source(_source("19_ReLU.py", (FIXTURES / "seed47.py").read_bytes()), Limits())
+    assert spec.main_name == "19_ReLU.py"
 
 
 def test_reference_missing_names_is_named():
