@@ -26,7 +26,7 @@ from profsvc_client.models import (
     Progress,
     StaticCheckResult,
 )
-from profsvc_client.settings import resolve_settings
+from profsvc_client.settings import read_token, resolve_settings
 from profsvc_client.text import render_benchmark_lines, render_correctness_lines
 
 EXIT_OK = 0
@@ -295,7 +295,7 @@ def _serve(args: argparse.Namespace) -> int:
         options["state_dir"] = args.state_dir
     security = {"tls_cert": args.tls_cert, "tls_key": args.tls_key, "insecure": args.insecure}
     if args.token_file is not None:
-        security["token"] = args.token_file.read_text().strip()
+        security["token"] = read_token(args.token_file)
     try:
         config = ServerConfig(**options, security=security)
     except ValidationError as error:

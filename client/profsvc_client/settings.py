@@ -18,6 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
+from profsvc_client.errors import InvalidRequest
+
 
 class ClientSettings(BaseModel):
     """Resolved connection settings."""
@@ -39,15 +41,34 @@ def config_path() -> Path:
     return Path(os.environ.get("PROFSVC_CONFIG") or Path.home() / ".config" / "profsvc" / "client.toml")
 
 
+def checked_token(token: str, origin: str) -> str:
+    """A token a gRPC header can carry (printable ASCII, no spaces), else one clear error naming its origin."""
+    if not token or not all(33 <= ord(c) <= 126 for c in token):
+        raise InvalidRequest(f"the token from {origin} is empty or holds characters other than printable ASCII")
+    return token
+
+
+def read_token(path: Path) -> str:
+    """The token in a file (surrounding whitespace dropped), checked."""
+    try:
+        text = path.expanduser().read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InvalidRequest(f"the token file {path} is not UTF-8 text") from None
+    return checked_token(text.strip(), str(path))
+
+
 def _file_settings(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
-    data = tomllib.loads(path.read_text())
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise InvalidRequest(f"the client config {path} cannot be read: {error}") from None
     settings: dict[str, Any] = {}
     if "server" in data:
         settings["server"] = str(data["server"])
     if "token_file" in data:
-        settings["token"] = Path(str(data["token_file"])).expanduser().read_text().strip()
+        settings["token"] = read_token(Path(str(data["token_file"])))
     if "tls" in data:
         settings["tls"] = bool(data["tls"])
     if "tls_ca" in data:
@@ -60,7 +81,7 @@ def _env_settings() -> dict[str, Any]:
     if os.environ.get("PROFSVC_SERVER"):
         settings["server"] = os.environ["PROFSVC_SERVER"]
     if os.environ.get("PROFSVC_TOKEN"):
-        settings["token"] = os.environ["PROFSVC_TOKEN"]
+        settings["token"] = checked_token(os.environ["PROFSVC_TOKEN"], "PROFSVC_TOKEN")
     if os.environ.get("PROFSVC_TLS_CA"):
         settings["tls_ca"] = Path(os.environ["PROFSVC_TLS_CA"])
         settings["tls"] = True
@@ -76,7 +97,7 @@ def resolve_settings(
     if server:
         merged["server"] = server
     if token_file is not None:
-        merged["token"] = token_file.expanduser().read_text().strip()
+        merged["token"] = read_token(token_file)
     if tls or tls_ca is not None:
         merged["tls"] = True
     if tls_ca is not None:

@@ -151,3 +151,32 @@ def test_metrics_endpoint_shows_where_a_compile_went(tmp_path):
     # The worker's own phase (importing the problem) beside the whole compile stage.
     assert 'profsvc_job_stage_seconds_count{stage="compile"} 1.0' in text
     assert 'profsvc_job_stage_seconds_count{stage="compile:load"} 1.0' in text
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"two\nlines\n", "is empty or holds characters other than printable ASCII"),
+        (b"caf\xc3\xa9\n", "is empty or holds characters other than printable ASCII"),
+        (b"\xff\xfe", "is not UTF-8 text"),
+        (b"\n", "is empty or holds characters other than printable ASCII"),
+    ],
+    ids=["newline inside", "non-ASCII", "not UTF-8", "empty"],
+)
+@pytest.mark.parametrize("command", ["capabilities", "serve"])
+def test_a_token_no_grpc_header_can_carry_is_one_line(tmp_path, content, message, command):
+    token_file = tmp_path / "token"
+    token_file.write_bytes(content)
+    args = ["--server", "127.0.0.1:1"] if command == "capabilities" else ["--port", "0", "--state-dir", tmp_path]
+    done = run_cli(command, *args, "--token-file", token_file)
+    assert done.returncode == 2
+    assert done.stderr.startswith("profsvc: error: the token") and message in done.stderr
+    assert len(done.stderr.splitlines()) == 1
+
+
+def test_an_unreadable_client_config_is_one_line(tmp_path):
+    config = tmp_path / "client.toml"
+    config.write_text("server = \n")
+    done = run_cli("capabilities", env={"PROFSVC_CONFIG": str(config)})
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"profsvc: error: the client config {config} cannot be read")
