@@ -179,9 +179,13 @@ def discover(source: Path, *, kernel_regex: str = "", metric_set: str = "") -> l
     if source.is_dir():
         problems = _from_directory(source, kernel_regex, metric_set)
     elif source.is_file():
+        try:
+            lines = source.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError:
+            raise errors.InvalidRequest(f"{source}: a manifest is JSON lines in UTF-8") from None
         problems = [
             _manifest_entry(source, number, line, kernel_regex, metric_set)
-            for number, line in enumerate(source.read_text().splitlines(), start=1)
+            for number, line in enumerate(lines, start=1)
             if line.strip()
         ]
     else:
@@ -206,12 +210,14 @@ def read_checkpoint(path: Path) -> dict[str, dict[str, Any]]:
     if not path.exists():
         return {}
     records: dict[str, dict[str, Any]] = {}
-    for line in path.read_text().splitlines():
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
-        records[record["key"]] = record
+        # Lines that are not this tool's records (edited by hand, another file) are skipped like cut ones.
+        if isinstance(record, dict) and isinstance(record.get("key"), str) and "status" in record:
+            records[record["key"]] = record
     return records
 
 
@@ -379,6 +385,9 @@ def run_batch(
     """
     if concurrency < 1:
         raise errors.InvalidRequest("--concurrency must be at least 1")
+    if out.is_dir():
+        # Found now, not after every problem has been profiled.
+        raise errors.InvalidRequest(f"--out {out} is a folder: name the parquet file to write")
     require_table_libraries()
     start = time.monotonic()
     checkpoint = checkpoint_path(out)

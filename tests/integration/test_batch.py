@@ -189,6 +189,27 @@ def test_cli_batch_bad_input_is_one_line(served, tmp_path):
     assert "neither a directory of problems nor a JSONL manifest" in done.stderr
 
 
+def test_batch_input_found_wrong_before_any_work(tmp_path):
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    shutil.copy(FIXTURES / "seed47.py", problems / "seed47.py")
+    (tmp_path / "folder.parquet").mkdir()
+    calls = FakeProfiler()
+    with pytest.raises(errors.InvalidRequest, match="is a folder: name the parquet file"):
+        run_batch(discover(problems), tmp_path / "folder.parquet", calls)
+    assert calls.calls == []
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_bytes(b'{"file": "caf\xe9.py"}\n')
+    with pytest.raises(errors.InvalidRequest, match="JSON lines in UTF-8"):
+        discover(manifest)
+
+
+def test_a_checkpoint_line_that_is_not_a_record_is_skipped(tmp_path):
+    checkpoint = tmp_path / "r.parquet.partial.jsonl"
+    checkpoint.write_text('{}\n[1]\n"text"\n{"key": "k", "status": "OK"}\n')
+    assert list(read_checkpoint(checkpoint)) == ["k"]
+
+
 def test_progress_bar_only_on_a_terminal():
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
