@@ -8,7 +8,7 @@ from typing import TypeVar
 
 import grpc
 from google.protobuf.message import Message
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from profsvc import __version__
 from profsvc.config import ServerConfig
@@ -42,6 +42,19 @@ from profsvc_client.models import (
 
 T = TypeVar("T")
 ARTIFACT_CHUNK = 1024 * 1024
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _request_model(message: Message, model: type[M]) -> M:
+    """A request's message as its model; a value no model allows (an unknown enum number) is INVALID_ARGUMENT."""
+    try:
+        return to_model(message, model)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise InvalidRequest(f"{model.__name__}.{where}: {first['msg']}") from None
 
 
 class ProfilerServicer(pb_grpc.ProfilerServicer):
@@ -86,7 +99,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         """Build a source; compile errors are results."""
 
         async def call() -> pb.CompileResponse:
-            source = validate_source(to_model(request.source, KernelSource), self.config.limits)
+            source = validate_source(_request_model(request.source, KernelSource), self.config.limits)
             result = await self.scheduler.compile(source)
             return pb.CompileResponse(result=to_proto(result, pb.CompileResult))
 
@@ -131,8 +144,8 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
 
         async def run(progress: ProgressSink) -> ProfileResult:
             spec = ProfileSpec(
-                source=validate_source(to_model(request.source, KernelSource), self.config.limits),
-                kernel_filter=validate_filter(to_model(request.filter, KernelFilter), self.config.limits),
+                source=validate_source(_request_model(request.source, KernelSource), self.config.limits),
+                kernel_filter=validate_filter(_request_model(request.filter, KernelFilter), self.config.limits),
                 metric_set=validate_metric_set(request.metric_set),
                 session_id=validate_session_id(request.session_id),
             )
@@ -153,7 +166,9 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         """AST rules over the candidate; nothing runs."""
 
         async def call() -> pb.StaticCheckResponse:
-            source = validate_source(to_model(request.source, KernelSource), self.config.limits, check_symbols=False)
+            source = validate_source(
+                _request_model(request.source, KernelSource), self.config.limits, check_symbols=False
+            )
             return pb.StaticCheckResponse(result=to_proto(static_check(source), pb.StaticCheckResult))
 
         return await self._guard(context, "StaticCheck", call)
@@ -201,7 +216,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
             yield message
 
     def _python_problem(self, source: pb.KernelSource) -> SourceSpec:
-        spec = validate_source(to_model(source, KernelSource), self.config.limits)
+        spec = validate_source(_request_model(source, KernelSource), self.config.limits)
         if spec.kind != SourceKind.PYTHON_PROBLEM:
             raise InvalidRequest(
                 "correctness and timing need a Python problem (a reference Model to compare with); "
@@ -222,7 +237,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
                     f"the report is {len(request.report):,} bytes; the limit is {limit:,}",
                     Reason.SOURCE_TOO_LARGE,
                 )
-            kernel_filter = validate_filter(to_model(request.filter, KernelFilter), self.config.limits)
+            kernel_filter = validate_filter(_request_model(request.filter, KernelFilter), self.config.limits)
             session_id = validate_session_id(request.session_id)
             result = await self.scheduler.analyze(request.report, request.filename, kernel_filter, None, session_id)
             return pb.AnalyzeResponse(result=to_proto(result, pb.ProfileResult))

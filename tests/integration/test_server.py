@@ -83,6 +83,19 @@ def test_a_truncated_report_is_a_bad_report(client, keep):
     assert "holds no profiling results" in caught.value.message
 
 
+def test_an_unknown_source_kind_on_the_wire_is_invalid_argument(server):
+    # A raw client (not profsvc's) may send an enum number the server does not know.
+    from profsvc_client._proto import profiler_pb2 as pb
+    from profsvc_client._proto import profiler_pb2_grpc as pb_grpc
+
+    source = pb.KernelSource(main=pb.SourceFile(name="k.py", content=b"x = 1\n"), kind=99)
+    with grpc.insecure_channel(server) as channel:
+        with pytest.raises(grpc.RpcError) as caught:
+            pb_grpc.ProfilerStub(channel).Compile(pb.CompileRequest(source=source), timeout=60)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "KernelSource.kind" in caught.value.details()
+
+
 def test_garbage_report_is_invalid_argument(client):
     with pytest.raises(errors.InvalidRequest) as caught:
         client.analyze(b"this is not a report")
