@@ -30,6 +30,8 @@ from profsvc_client.settings import read_token, resolve_settings
 from profsvc_client.text import render_benchmark_lines, render_correctness_lines
 
 EXIT_OK = 0
+# The shell's convention for a command stopped by Ctrl-C (128 + SIGINT).
+EXIT_INTERRUPTED = 130
 EXIT_RESULT_FAILED = 1
 
 
@@ -380,8 +382,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"profsvc: error: {error.message} [{error.reason.value}]{request}", file=sys.stderr)
         return errors.exit_code(error)
     except OSError as error:
-        print(f"profsvc: error: {error}", file=sys.stderr)
+        # "cannot read /x.py: No such file or directory", not Python's "[Errno 2] ...: '/x.py'".
+        what = f"{error.filename}: {error.strerror}" if error.filename and error.strerror else str(error)
+        print(f"profsvc: error: {what} [{errors.Reason.BAD_ARGUMENT.value}]", file=sys.stderr)
         return errors.EXIT_CODES[errors.InvalidRequest]
+    except KeyboardInterrupt:
+        print("profsvc: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

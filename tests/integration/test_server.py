@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import grpc
 import pytest
@@ -112,7 +114,8 @@ def test_a_second_server_on_a_port_in_use_exits_with_one_line(served, tmp_path):
     except subprocess.TimeoutExpired:
         pytest.fail("a second server started on a port in use")
     assert second.returncode == 2
-    assert f"profsvc: error: cannot listen on 127.0.0.1:{port} (is the port in use?)" in second.stderr.splitlines()
+    lines = [line for line in second.stderr.splitlines() if line.startswith("profsvc: error:")]
+    assert lines == [f"profsvc: error: cannot listen on 127.0.0.1:{port} (is the port in use?) [BAD_ARGUMENT]"]
     assert run_cli("analyze", FIXTURES / "seed47_full.ncu-rep", "--server", served).returncode == 0
 
 
@@ -157,6 +160,26 @@ def test_a_count_the_wire_cannot_carry_is_one_line(args, message):
     done = run_cli(*args)
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith(f"profsvc: error: {message}") and "Traceback" not in done.stderr
+
+
+def test_a_missing_file_is_one_line_with_a_reason(tmp_path):
+    done = run_cli("profile", tmp_path / "missing.py")
+    assert done.returncode == 2
+    assert done.stderr == f"profsvc: error: {tmp_path / 'missing.py'}: No such file or directory [BAD_ARGUMENT]\n"
+
+
+def test_ctrl_c_is_one_line_and_exit_130():
+    with socket.socket() as silent:  # accepts connections, never answers: the client waits
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        target = f"127.0.0.1:{silent.getsockname()[1]}"
+        argv = [sys.executable, "-m", "profsvc_client.cli", "capabilities", "--server", target]
+        process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130
+    assert stderr == "profsvc: interrupted\n"
 
 
 @no_gpu_only
