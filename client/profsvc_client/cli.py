@@ -42,6 +42,14 @@ def _add_connection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-ca", type=Path, default=None, help="PEM CA that signed the server (or PROFSVC_TLS_CA)")
 
 
+def _port(text: str) -> int:
+    """A TCP port number (argparse type: out of range is a usage error, not a traceback)."""
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (0 to 65535)")
+    return port
+
+
 def _add_target(parser: argparse.ArgumentParser) -> None:
     _add_connection(parser)
     parser.add_argument(
@@ -67,13 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="run the gRPC server")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
-    serve.add_argument("--port", type=int, default=50051)
+    serve.add_argument("--port", type=_port, default=50051)
     serve.add_argument("--state-dir", type=Path, default=None, help="build cache and job folders")
     serve.add_argument("--token-file", type=Path, default=None, help="require this bearer token on every call")
     serve.add_argument("--tls-cert", type=Path, default=None, help="serve TLS with this PEM certificate chain")
     serve.add_argument("--tls-key", type=Path, default=None, help="the PEM private key of --tls-cert")
     serve.add_argument("--insecure", action="store_true", help="allow a non-loopback --host without a token")
-    serve.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus /metrics on this port")
+    serve.add_argument("--metrics-port", type=_port, default=None, help="serve Prometheus /metrics on this port")
     serve.add_argument("--job-timeout", type=float, default=None, help="kill a job's process after this many seconds")
     serve.add_argument(
         "--no-warm-workers", action="store_true", help="start every worker fresh (no processes kept warm ahead of jobs)"
@@ -133,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     mcp = commands.add_parser("mcp", help="serve the agent tools over MCP (stdio or streamable HTTP)")
     mcp.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default stdio")
     mcp.add_argument("--host", default="127.0.0.1", help="HTTP address to bind (default loopback only)")
-    mcp.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000; the endpoint is /mcp)")
+    mcp.add_argument("--port", type=_port, default=8000, help="HTTP port (default 8000; the endpoint is /mcp)")
     mcp.add_argument("--reference", type=Path, default=None, help="reference module for calls that bring none")
     mcp.add_argument("--insecure", action="store_true", help="allow a non-loopback --host (HTTP has no auth)")
     _add_connection(mcp)

@@ -165,6 +165,11 @@ def channel_setup(
     target: str, load_balancing: str | None, options: Sequence[tuple[str, str | int]]
 ) -> tuple[str, list[tuple[str, str | int]]]:
     """The channel target and options: several HOST:PORTs become one round_robin channel."""
+    for address in target.split(","):
+        port = address.strip().rsplit(":", 1)[-1] if ":" in address else ""
+        # grpc would take port 99999 modulo 65536 and connect somewhere else without a word.
+        if port.isdigit() and int(port) > 65535:
+            raise errors.InvalidRequest(f"server address {address.strip()!r}: port {port} is over 65535")
     channel_options = [*CHANNEL_OPTIONS, *options]
     if "," in target and not target.startswith(("ipv4:", "ipv6:")):
         # TLS checks certificates against the channel's authority: keep the first name, not an address.

@@ -168,6 +168,21 @@ def test_a_missing_file_is_one_line_with_a_reason(tmp_path):
     assert done.stderr == f"profsvc: error: {tmp_path / 'missing.py'}: No such file or directory [BAD_ARGUMENT]\n"
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["capabilities", "--server", "127.0.0.1:99999"], "port 99999 is over 65535"),
+        (["serve", "--port", "70000"], "70000 is not a port number"),
+        (["mcp", "--transport", "http", "--port", "-1"], "-1 is not a port number"),
+    ],
+    ids=["client", "serve", "mcp"],
+)
+def test_a_port_past_65535_is_refused(args, message):
+    done = run_cli(*args)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
+
+
 def test_ctrl_c_is_one_line_and_exit_130():
     with socket.socket() as silent:  # accepts connections, never answers: the client waits
         silent.bind(("127.0.0.1", 0))
