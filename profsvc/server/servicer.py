@@ -169,6 +169,11 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
             source = validate_source(
                 _request_model(request.source, KernelSource), self.config.limits, check_symbols=False
             )
+            if source.kind != SourceKind.PYTHON_PROBLEM:
+                raise InvalidRequest(
+                    f"the static check reads Python candidates (.py); {source.main_name} is a CUDA program",
+                    Reason.BAD_SOURCE_KIND,
+                )
             return pb.StaticCheckResponse(result=to_proto(static_check(source), pb.StaticCheckResult))
 
         return await self._guard(context, "StaticCheck", call)
