@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -78,7 +79,12 @@ def _load(reader: ModuleType, path: str | Path) -> Any:
 
 
 def _selected_actions(context: Any, kernel_filter: KernelFilter) -> Iterator[Any]:
-    """The report's actions (IAction) that pass the filter, in launch order."""
+    """The report's actions (IAction) that pass the filter, in launch order, skip and count applied as ncu does."""
+    stop = kernel_filter.launch_skip + kernel_filter.launch_count if kernel_filter.launch_count else None
+    return itertools.islice(_matching_actions(context, kernel_filter), kernel_filter.launch_skip, stop)
+
+
+def _matching_actions(context: Any, kernel_filter: KernelFilter) -> Iterator[Any]:
     name_pattern = re.compile(kernel_filter.name_regex) if kernel_filter.name_regex else None
     for range_index in range(context.num_ranges()):
         profiled_range = context.range_by_idx(range_index)

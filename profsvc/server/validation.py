@@ -152,6 +152,9 @@ def validate_filter(kernel_filter: KernelFilter, limits: Limits) -> KernelFilter
     for include in kernel_filter.nvtx_include:
         if not include.strip() or any(c in include for c in "\n\r\0"):
             raise InvalidRequest(f"NVTX include {include!r} is empty or holds control characters", Reason.BAD_FILTER)
+        # "/" alone (no range name) makes ncu_report abort the process that reads the report.
+        if not include.removeprefix("regex:").rsplit("@", 1)[-1].strip("/ "):
+            raise InvalidRequest(f"NVTX include {include!r} names no range (e.g. 'profsvc/')", Reason.BAD_FILTER)
     if kernel_filter.launch_count > limits.max_launches:
         raise InvalidRequest(
             f"launch_count {kernel_filter.launch_count} is over the server's limit of {limits.max_launches}",

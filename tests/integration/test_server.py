@@ -98,6 +98,16 @@ def test_an_unknown_source_kind_on_the_wire_is_invalid_argument(server):
     assert "KernelSource.kind" in caught.value.details()
 
 
+@pytest.mark.parametrize(
+    ("skip", "count", "kernels"), [(0, 1, 1), (1, 0, 0), (0, 0, 1)], ids=["count 1", "skip 1", "neither"]
+)
+def test_analyze_applies_launch_skip_and_count(client, skip, count, kernels):
+    # The seed's report holds one launch: skipping it leaves none.
+    kernel_filter = KernelFilter(launch_skip=skip, launch_count=count)
+    result = client.analyze(FIXTURES / "seed47_default.ncu-rep", kernel_filter=kernel_filter)
+    assert len(result.kernels) == kernels
+
+
 def test_garbage_report_is_invalid_argument(client):
     with pytest.raises(errors.InvalidRequest) as caught:
         client.analyze(b"this is not a report")

@@ -88,3 +88,15 @@ def test_default_set_collects_every_catalog_metric_beside_its_sections():
     assert "--set" not in args and args.count("--section") >= 5
     assert args[args.index("--metrics") + 1].split(",") == load_catalog().metric_names()
     assert validate_metric_set("basic").collection_args() == ("--set", "basic")
+
+
+@pytest.mark.parametrize("include", ["/", "//", "domain@/", "regex:/"])
+def test_an_nvtx_include_that_names_no_range_is_refused(include):
+    with pytest.raises(InvalidRequest) as caught:
+        validate_filter(KernelFilter(nvtx_include=[include]), LIMITS)
+    assert caught.value.reason == Reason.BAD_FILTER and "names no range" in caught.value.message
+
+
+@pytest.mark.parametrize("include", ["profsvc/", "A/B/", "domain@range/", "regex:.+/", "range"])
+def test_nvtx_includes_that_name_a_range_are_kept(include):
+    assert validate_filter(KernelFilter(nvtx_include=[include]), LIMITS).nvtx_include == [include]
