@@ -92,7 +92,9 @@ async def start_server(config: ServerConfig) -> RunningServer:
     port = _bind(server, f"{config.host}:{config.port}", credentials)
     if port == 0:
         await scheduler.close()
-        raise OSError(f"cannot listen on {config.host}:{config.port} (is the port in use?)")
+        causes = "is the port in use, the host an address of this machine"
+        causes += ", the TLS key and certificate a pair?" if credentials is not None else "?"
+        raise OSError(f"cannot listen on {config.host}:{config.port} ({causes})")
     await server.start()
     for name in ("", SERVICE_NAME):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)

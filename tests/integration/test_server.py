@@ -125,7 +125,8 @@ def test_a_second_server_on_a_port_in_use_exits_with_one_line(served, tmp_path):
         pytest.fail("a second server started on a port in use")
     assert second.returncode == 2
     lines = [line for line in second.stderr.splitlines() if line.startswith("profsvc: error:")]
-    assert lines == [f"profsvc: error: cannot listen on 127.0.0.1:{port} (is the port in use?) [BAD_ARGUMENT]"]
+    causes = "is the port in use, the host an address of this machine?"
+    assert lines == [f"profsvc: error: cannot listen on 127.0.0.1:{port} ({causes}) [BAD_ARGUMENT]"]
     assert run_cli("analyze", FIXTURES / "seed47_full.ncu-rep", "--server", served).returncode == 0
 
 
