@@ -21,7 +21,9 @@ import binascii
 import functools
 import inspect
 import ipaddress
+import os
 import re
+import socket
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -382,6 +384,16 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _check_bindable(host: str, port: int) -> None:
+    """Fail with one line now if host:port cannot be bound: uvicorn says so only after its start-up line."""
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as error:
+        reason = os.strerror(error.errno) if error.errno else str(error)
+        raise OSError(f"cannot listen on {host}:{port}: {reason}") from None
+
+
 def serve_mcp(
     client_factory: ClientFactory,
     transport: str,
@@ -405,6 +417,8 @@ def serve_mcp(
             "(or keep 127.0.0.1 and tunnel)",
             errors.Reason.BAD_ARGUMENT,
         )
+    if transport == "http":
+        _check_bindable(host, port)
     reference_file = SourceFile(name=reference.name, content=reference.read_bytes()) if reference else None
     with client_factory() as client:
         server = build_server(client, reference=reference_file)

@@ -219,3 +219,14 @@ def test_the_configured_reference_fills_in_for_python_candidates():
         )
         program = tools.source((EXAMPLES / "saxpy.cu").read_text(), None, None)
         assert program.main.name == "program.cu" and not program.reference.content
+
+
+def test_http_on_a_port_in_use_is_one_line_before_anything_starts():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = [sys.executable, "-m", "profsvc_client.cli", "mcp", "--transport", "http", "--port", str(port)]
+        done = subprocess.run([*argv, "--server", "127.0.0.1:1"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == f"profsvc: error: cannot listen on 127.0.0.1:{port}: Address already in use [BAD_ARGUMENT]\n"
