@@ -537,7 +537,13 @@ class Scheduler:
             path = job.workspace / REPORT_NAME
             path.write_bytes(report)
             job.report(Stage.PARSING, f"reading {filename or REPORT_NAME}")
-            analysis = await self._analyze_file(job, path, kernel_filter)
+            try:
+                analysis = await self._analyze_file(job, path, kernel_filter)
+            except InvalidRequest as error:
+                if not filename or not error.message.startswith(REPORT_NAME):
+                    raise
+                # Name the user's file, not the server's copy of it.
+                raise InvalidRequest(filename + error.message.removeprefix(REPORT_NAME), error.reason) from None
             result = ProfileResult(
                 ok=bool(analysis.kernels),
                 job_id=job.id,

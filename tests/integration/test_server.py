@@ -85,6 +85,14 @@ def test_a_truncated_report_is_a_bad_report(client, keep):
     assert "holds no profiling results" in caught.value.message
 
 
+def test_a_damaged_report_is_named_by_the_users_file_name(tmp_path):
+    damaged = tmp_path / "mine.ncu-rep"
+    damaged.write_bytes((FIXTURES / "seed47_default.ncu-rep").read_bytes()[:4096])
+    done = run_cli("analyze", damaged)
+    assert done.returncode == 2
+    assert done.stderr.startswith("profsvc: error: mine.ncu-rep holds no profiling results")
+
+
 def test_an_unknown_source_kind_on_the_wire_is_invalid_argument(server):
     # A raw client (not profsvc's) may send an enum number the server does not know.
     from profsvc_client._proto import profiler_pb2 as pb
