@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 
 from profsvc.config import Limits
 from profsvc.ncu.metric_sets import MetricSetSpec, metric_sets, resolve
@@ -70,10 +71,21 @@ def _kind(source: KernelSource) -> SourceKind:
     )
 
 
+def _module_level(statements: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Statements that run at module level, inside if/try/with blocks too (a name defined under `try:` counts)."""
+    for node in statements:
+        yield node
+        if isinstance(node, ast.If | ast.With | ast.Try | ast.TryStar):
+            for block in ("body", "orelse", "finalbody"):
+                yield from _module_level(getattr(node, block, []))
+            for handler in getattr(node, "handlers", []):
+                yield from _module_level(handler.body)
+
+
 def top_level_names(tree: ast.Module) -> set[str]:
     """Names a module defines at top level (classes, functions, assignments, imports)."""
     names: set[str] = set()
-    for node in tree.body:
+    for node in _module_level(tree.body):
         if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             names.add(node.name)
         elif isinstance(node, ast.Assign):
@@ -89,9 +101,11 @@ def _parse_python(text: str, name: str) -> set[str]:
     try:
         tree = ast.parse(text, filename=name)
     except SyntaxError as error:
-        raise InvalidRequest(
-            f"{name}:{error.lineno}:{error.offset}: syntax error: {error.msg}", Reason.SYNTAX_ERROR
-        ) from None
+        where = f"{name}:{error.lineno}:{error.offset}" if error.lineno else name
+        raise InvalidRequest(f"{where}: syntax error: {error.msg}", Reason.SYNTAX_ERROR) from None
+    except (MemoryError, RecursionError):
+        # The parser's own limit, reached by deeply nested expressions.
+        raise InvalidRequest(f"{name}: nested too deeply for Python's parser", Reason.SYNTAX_ERROR) from None
     return top_level_names(tree)
 
 

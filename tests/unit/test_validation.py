@@ -100,3 +100,21 @@ def test_an_nvtx_include_that_names_no_range_is_refused(include):
 @pytest.mark.parametrize("include", ["profsvc/", "A/B/", "domain@range/", "regex:.+/", "range"])
 def test_nvtx_includes_that_name_a_range_are_kept(include):
     assert validate_filter(KernelFilter(nvtx_include=[include]), LIMITS).nvtx_include == [include]
+
+
+def test_names_defined_under_try_and_if_count():
+    seed = (FIXTURES / "seed47.py").read_text().replace("def get_init_inputs", "def _unused")
+    text = seed + "\ntry:\n    def get_init_inputs():\n        return []\nexcept ImportError:\n    raise\n"
+    assert validate_source(_source("tryblock.py", text.encode()), Limits()).main_name == "tryblock.py"
+
+
+@pytest.mark.parametrize(
+    ("content", "text"),
+    [(b"x = " + b"-" * 100_000 + b"1\n", "nested too deeply"), (b"x = 1\x00\n", "tricky.py: syntax error")],
+    ids=["deep nesting", "NUL byte"],
+)
+def test_sources_the_parser_refuses_are_syntax_errors(content, text):
+    with pytest.raises(InvalidRequest) as caught:
+        validate_source(_source("tricky.py", content), Limits())
+    assert caught.value.reason == Reason.SYNTAX_ERROR and text in caught.value.message
+    assert "None" not in caught.value.message
