@@ -50,11 +50,36 @@ class HarnessStatus:
         }
 
     @classmethod
+    def _parse(cls, text: str) -> HarnessStatus | None:
+        """The status the file holds, None when it is not the harness's shape (it lies where user code can write)."""
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("ok"), bool) or not isinstance(data.get("stage"), str):
+            return None
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        text_fields = ("kind", "message", "detail", "build_log")
+        if any(not isinstance(fields.get(k, ""), str) for k in text_fields):
+            return None
+        builds = fields.get("builds", [])
+        if not isinstance(builds, list) or not all(isinstance(b, dict) for b in builds):
+            return None
+        return cls(**fields)
+
+    @classmethod
     def read(cls, path: Path, *, returncode: int, timed_out: bool, output: str) -> HarnessStatus:
         """Parse the status file; a worker that died before writing it is reported from its exit."""
         if path.is_file():
-            data = json.loads(path.read_text())
-            return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+            status = cls._parse(path.read_text(errors="replace"))
+            if status is not None:
+                return status
+            return cls(
+                ok=False,
+                stage="running",
+                kind="worker_exit",
+                message="the worker's status file is not one the harness wrote (did the job overwrite it?)",
+            )
         if timed_out:
             return cls(
                 ok=False, stage="running", kind="timeout", message="the job ran past its time limit and was killed"

@@ -107,6 +107,19 @@ def test_failing_reference_is_reported_with_its_line(cpu_client):
     assert "NameError: name 'D' is not defined" in message and f"ref_fails.py line {line}" in message
 
 
+@pytest.mark.parametrize(
+    "forged",
+    ["not json", '{"stage": "x"}', '{"ok": true, "stage": "x", "builds": "nope"}'],
+    ids=["not JSON", "no ok", "builds not a list"],
+)
+def test_a_status_file_the_job_overwrote_is_a_result_not_an_internal_error(cpu_client, forged):
+    # The status file lies in the job's folder, where user code can write; the harness exits 1 after.
+    hostile = f"import os\nopen('compile-status.json', 'w').write({forged!r})\nos._exit(1)\n" + PROBLEM
+    result = cpu_client.compile(_source("forger.py", hostile))
+    assert not result.ok
+    assert "status file is not one the harness wrote" in result.diagnostics[0].message
+
+
 def test_a_job_that_loops_forever_is_killed_at_its_limit(short_client):
     start = time.monotonic()
     result = short_client.compile(_source("spin.py", "while True:\n    pass\n" + PROBLEM))
