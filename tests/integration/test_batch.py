@@ -204,6 +204,15 @@ def test_batch_input_found_wrong_before_any_work(tmp_path):
         discover(manifest)
 
 
+def test_a_file_name_that_is_not_utf8_is_refused_before_any_work(tmp_path):
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    shutil.copy(FIXTURES / "seed47.py", problems / "seed47.py")
+    shutil.copy(FIXTURES / "seed47.py", problems / b"caf\xe9.py".decode("utf-8", "surrogateescape"))
+    with pytest.raises(errors.InvalidRequest, match=r"caf\\udce9.py: the file name is not UTF-8"):
+        discover(problems)
+
+
 def test_a_checkpoint_line_that_is_not_a_record_is_skipped(tmp_path):
     checkpoint = tmp_path / "r.parquet.partial.jsonl"
     checkpoint.write_text('{}\n[1]\n"text"\n{"key": "k", "status": "OK"}\n')
