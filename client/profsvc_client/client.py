@@ -151,8 +151,16 @@ def analyze_request(
     """The AnalyzeRequest for a report given as a path or as its bytes."""
     filename = ""
     if isinstance(report, str | Path):
-        filename = Path(report).name
-        report = Path(report).read_bytes()
+        path = Path(report)
+        # Checked before reading: a folder, a FIFO or /dev/zero would fail obscurely or never return.
+        if not path.is_file():
+            what = "a folder" if path.is_dir() else "not a regular file" if path.exists() else "missing"
+            raise errors.InvalidRequest(f"report {str(report) or '(empty path)'} is {what}")
+        if path.stat().st_size > MAX_MESSAGE_BYTES:
+            too_large = f"report {path.name} is over the {MAX_MESSAGE_BYTES // 2**20} MiB message limit"
+            raise errors.InvalidRequest(too_large, errors.Reason.SOURCE_TOO_LARGE)
+        filename = path.name
+        report = path.read_bytes()
     return pb.AnalyzeRequest(
         report=report,
         filename=filename,

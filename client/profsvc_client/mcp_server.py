@@ -346,7 +346,8 @@ class ProfsvcTools:
             report = Path(report_path).expanduser()
         else:
             try:
-                report = base64.b64decode(report_base64 or "", validate=True)
+                # Line breaks are allowed, as `base64` writes them; anything else outside the alphabet is not.
+                report = base64.b64decode("".join((report_base64 or "").split()), validate=True)
             except binascii.Error as error:
                 raise errors.InvalidRequest(f"report_base64 is not valid base64: {error}") from None
         result = self.client.analyze(report, kernel_filter=KernelFilter(name_regex=kernel_regex))

@@ -143,6 +143,13 @@ def test_analyze_report_by_path_and_bytes(open_session):
             "analyze_report", {"report_base64": base64.b64encode(report.read_bytes()).decode()}
         )
         assert by_bytes.structured_content["kernels"] == by_path.structured_content["kernels"]
+        # As `base64` (the command) writes it: lines of 76 characters.
+        wrapped = await session.call_tool(
+            "analyze_report", {"report_base64": base64.encodebytes(report.read_bytes()).decode()}
+        )
+        assert wrapped.structured_content["kernels"] == by_path.structured_content["kernels"]
+        folder = await session.call_tool("analyze_report", {"report_path": str(FIXTURES)})
+        assert folder.is_error and f"report {FIXTURES} is a folder" in _text(folder)
 
         neither = await session.call_tool("analyze_report", {})
         assert neither.is_error and "[BAD_ARGUMENT]" in _text(neither)
