@@ -39,6 +39,7 @@ class HarnessStatus:
     correctness: dict[str, Any] | None = None
     benchmark: dict[str, Any] | None = None
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase of the job
+    line: int = 0  # the main file's line an error last passed through
 
     def phase_seconds(self) -> dict[str, float]:
         """The known phases with a plausible time: the file lies in the job's folder, where user code can write."""
@@ -61,6 +62,8 @@ class HarnessStatus:
         fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         text_fields = ("kind", "message", "detail", "build_log")
         if any(not isinstance(fields.get(k, ""), str) for k in text_fields):
+            return None
+        if not isinstance(fields.get("line", 0), int):
             return None
         builds = fields.get("builds", [])
         if not isinstance(builds, list) or not all(isinstance(b, dict) for b in builds):
@@ -144,7 +147,7 @@ def compile_result(status: HarnessStatus, user_file: str, seconds: float) -> Com
         return CompileResult(ok=False, diagnostics=[_error(message)], seconds=seconds, units=units)
     if status.kind != "compile_error":
         # The module failed before or outside a build (it raised at import, or lacks a name).
-        located = Diagnostic(file=user_file, severity=Severity.ERROR, message=status.message)
+        located = Diagnostic(file=user_file, line=status.line, severity=Severity.ERROR, message=status.message)
         return CompileResult(ok=False, diagnostics=[located], log=status.detail, seconds=seconds, units=units)
     file_map = FileMap()
     if status.builds:

@@ -39,6 +39,12 @@ def _user_frames(error: BaseException, user_files: set[str]) -> str:
     return "\n".join([*lines, f"{type(error).__name__}: {error}"])
 
 
+def _user_line(error: BaseException, main_file: str) -> int:
+    """The line of the main file the error last passed through (0 when it did not)."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename).name == main_file]
+    return frames[-1].lineno or 0 if frames else 0
+
+
 def _located(error: BaseException, user_files: set[str]) -> str:
     """One line: the error and the last user line it passed through."""
     frames = [f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename).name in user_files]
@@ -174,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             kind = fault_kind(text) or ("import_error" if status["stage"] == "compiling" else "runtime_error")
             status.update(kind=kind, message=_located(error, user_files), detail=_user_frames(error, user_files))
+            status["line"] = _user_line(error, Path(args.main).name)
     status["builds"] = recorder.as_dicts()
     Path(args.status).write_text(json.dumps(status))
     return 0 if status["ok"] else 1

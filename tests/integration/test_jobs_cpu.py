@@ -105,6 +105,7 @@ def test_failing_reference_is_reported_with_its_line(cpu_client):
     message = result.diagnostics[0].message
     line = next(i for i, text in enumerate(seed_like.splitlines(), 1) if "torch.randn(D)" in text)
     assert "NameError: name 'D' is not defined" in message and f"ref_fails.py line {line}" in message
+    assert (result.diagnostics[0].file, result.diagnostics[0].line) == ("ref_fails.py", line)
 
 
 @pytest.mark.parametrize(
