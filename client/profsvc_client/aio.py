@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from profsvc_client import errors
 from profsvc_client._proto import profiler_pb2 as pb
-from profsvc_client.client import _Connection, analyze_request, profile_request, translate_error, trials_value
+from profsvc_client.client import _Connection, analyze_request, profile_request, translate_error, trials_request
 from profsvc_client.convert import to_model, to_proto
 from profsvc_client.models import (
     BenchmarkResult,
@@ -92,12 +92,12 @@ class AsyncProfilerClient(_Connection):
 
     async def check_correctness(self, source: KernelSource, *, trials: int = 0) -> CorrectnessResult:
         """Run the candidate against the reference on fresh inputs."""
-        request = pb.CheckCorrectnessRequest(source=to_proto(source, pb.KernelSource), trials=trials_value(trials))
+        request = trials_request(pb.CheckCorrectnessRequest, source, trials)
         return to_model((await self._unary(self._stub.CheckCorrectness, request)).result, CorrectnessResult)
 
     async def benchmark(self, source: KernelSource, *, trials: int = 0) -> BenchmarkResult:
         """Time candidate and reference the same way."""
-        request = pb.BenchmarkRequest(source=to_proto(source, pb.KernelSource), trials=trials_value(trials))
+        request = trials_request(pb.BenchmarkRequest, source, trials)
         return to_model((await self._unary(self._stub.Benchmark, request)).result, BenchmarkResult)
 
     async def profile(
@@ -123,12 +123,7 @@ class AsyncProfilerClient(_Connection):
         on_progress: ProgressCallback | None = None,
     ) -> EvaluateResult:
         """Static check, compile, correctness, timing, memory, launches, SOL and a short profile."""
-        request = pb.EvaluateRequest(
-            source=to_proto(source, pb.KernelSource),
-            trials=trials_value(trials),
-            skip_profile=skip_profile,
-            session_id=session_id,
-        )
+        request = trials_request(pb.EvaluateRequest, source, trials, skip_profile=skip_profile, session_id=session_id)
         return await self._stream(self._stub.Evaluate, request, EvaluateResult, on_progress)
 
     async def analyze(

@@ -35,6 +35,7 @@ from profsvc_client.models import (
 )
 
 R = TypeVar("R", bound=BaseModel)
+P = TypeVar("P", bound=Message)
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 # Reports and results can be large; gRPC's default limit is 4 MiB.
@@ -116,10 +117,7 @@ def translate_error(error: grpc.RpcError) -> errors.ProfsvcError:
         message = f"no profsvc server answered: {message}"
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED and (message or "").startswith("CLIENT: Sent message larger"):
         # Refused by this client before sending (the message limit), not a full queue on the server.
-        limit = MAX_MESSAGE_BYTES // 2**20
-        return errors.InvalidRequest(
-            f"the request is over the {limit} MiB message limit", errors.Reason.SOURCE_TOO_LARGE
-        )
+        return over_message_limit("the request")
     return cls(message or code.name, None, request_id)
 
 
@@ -138,11 +136,20 @@ def profile_request(
 UINT32_MAX = 2**32 - 1
 
 
-def trials_value(trials: int) -> int:
-    """`trials` as the wire carries it (uint32); a clear error instead of protobuf's for anything else."""
+def over_message_limit(what: str) -> errors.InvalidRequest:
+    """The error for something over the gRPC message limit (the client's own, before anything is sent)."""
+    message = f"{what} is over the {MAX_MESSAGE_BYTES // 2**20} MiB message limit"
+    return errors.InvalidRequest(message, errors.Reason.SOURCE_TOO_LARGE)
+
+
+def trials_request(message_type: type[P], source: KernelSource, trials: int, **fields: Any) -> P:
+    """A request carrying a source and a trial count (correctness, benchmark, evaluate; both clients).
+
+    `trials` goes on the wire as uint32: anything else is a clear error instead of protobuf's.
+    """
     if not 0 <= trials <= UINT32_MAX:
         raise errors.InvalidRequest(f"trials = {trials} is out of range (0 for the server's default, or a count)")
-    return trials
+    return message_type(source=to_proto(source, pb.KernelSource), trials=trials, **fields)
 
 
 def analyze_request(
@@ -157,8 +164,7 @@ def analyze_request(
             what = "a folder" if path.is_dir() else "not a regular file" if path.exists() else "missing"
             raise errors.InvalidRequest(f"report {str(report) or '(empty path)'} is {what}")
         if path.stat().st_size > MAX_MESSAGE_BYTES:
-            too_large = f"report {path.name} is over the {MAX_MESSAGE_BYTES // 2**20} MiB message limit"
-            raise errors.InvalidRequest(too_large, errors.Reason.SOURCE_TOO_LARGE)
+            raise over_message_limit(f"report {path.name}")
         filename = path.name
         report = path.read_bytes()
     return pb.AnalyzeRequest(
@@ -311,14 +317,14 @@ class ProfilerClient(_Connection):
 
     def check_correctness(self, source: KernelSource, *, trials: int = 0) -> CorrectnessResult:
         """Run the candidate against the reference on fresh inputs (`trials` 0: the server's default, 5)."""
-        request = pb.CheckCorrectnessRequest(source=to_proto(source, pb.KernelSource), trials=trials_value(trials))
+        request = trials_request(pb.CheckCorrectnessRequest, source, trials)
         with _translated():
             reply = self._stub.CheckCorrectness(request, metadata=self._metadata, timeout=self.timeout)
         return to_model(reply.result, CorrectnessResult)
 
     def benchmark(self, source: KernelSource, *, trials: int = 0) -> BenchmarkResult:
         """Time candidate and reference the same way (`trials` timed calls each; 0: the server's default)."""
-        request = pb.BenchmarkRequest(source=to_proto(source, pb.KernelSource), trials=trials_value(trials))
+        request = trials_request(pb.BenchmarkRequest, source, trials)
         with _translated():
             reply = self._stub.Benchmark(request, metadata=self._metadata, timeout=self.timeout)
         return to_model(reply.result, BenchmarkResult)
@@ -333,12 +339,7 @@ class ProfilerClient(_Connection):
         on_progress: Callable[[Progress], None] | None = None,
     ) -> EvaluateResult:
         """Static check, compile, correctness, timing, memory, launches, SOL and a short profile."""
-        request = pb.EvaluateRequest(
-            source=to_proto(source, pb.KernelSource),
-            trials=trials_value(trials),
-            skip_profile=skip_profile,
-            session_id=session_id,
-        )
+        request = trials_request(pb.EvaluateRequest, source, trials, skip_profile=skip_profile, session_id=session_id)
         return self._stream(self._stub.Evaluate, request, EvaluateResult, on_progress)
 
     def analyze(
