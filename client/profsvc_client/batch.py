@@ -143,14 +143,15 @@ def _from_directory(root: Path, kernel_regex: str, metric_set: str) -> list[Prob
         and path.is_file()
         and not any(part.startswith(".") or part == "__pycache__" for part in path.relative_to(root).parts)
     )
-    for path in files:
+    named = [(path.relative_to(root).as_posix(), path) for path in files]
+    for name, _ in named:
         try:
-            path.relative_to(root).as_posix().encode("utf-8")
+            name.encode("utf-8")
         except UnicodeEncodeError:
             # Its name could not go into the results table or a request: say so before any work.
-            shown = path.relative_to(root).as_posix().encode("utf-8", "backslashreplace").decode()
+            shown = name.encode("utf-8", "backslashreplace").decode()
             raise errors.InvalidRequest(f"{shown}: the file name is not UTF-8; rename it") from None
-    return [Problem(path.relative_to(root).as_posix(), path, _digest(path), kernel_regex, metric_set) for path in files]
+    return [Problem(name, path, _digest(path), kernel_regex, metric_set) for name, path in named]
 
 
 def _manifest_entry(manifest: Path, number: int, line: str, kernel_regex: str, metric_set: str) -> Problem:

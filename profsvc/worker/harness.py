@@ -32,22 +32,28 @@ from profsvc.worker.shapes import JITTER
 from profsvc.worker.standby import WARM_LIBRARIES, job_argv
 
 
+def _frames_in(error: BaseException, files: set[str]) -> list[traceback.FrameSummary]:
+    """The error's traceback frames in the given files (the harness's own frames say nothing to the user)."""
+    return [f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename).name in files]
+
+
 def _user_frames(error: BaseException, user_files: set[str]) -> str:
-    """The traceback limited to the user's own files (the harness's frames say nothing to them)."""
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename).name in user_files]
-    lines = [f"  {Path(f.filename).name}, line {f.lineno}, in {f.name}\n    {f.line}" for f in frames]
+    """The traceback limited to the user's own files."""
+    lines = [
+        f"  {Path(f.filename).name}, line {f.lineno}, in {f.name}\n    {f.line}" for f in _frames_in(error, user_files)
+    ]
     return "\n".join([*lines, f"{type(error).__name__}: {error}"])
 
 
 def _user_line(error: BaseException, main_file: str) -> int:
     """The line of the main file the error last passed through (0 when it did not)."""
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename).name == main_file]
-    return frames[-1].lineno or 0 if frames else 0
+    frames = _frames_in(error, {main_file})
+    return (frames[-1].lineno or 0) if frames else 0
 
 
 def _located(error: BaseException, user_files: set[str]) -> str:
     """One line: the error and the last user line it passed through."""
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename).name in user_files]
+    frames = _frames_in(error, user_files)
     where = f" ({Path(frames[-1].filename).name} line {frames[-1].lineno}, in {frames[-1].name})" if frames else ""
     first = str(error).strip().splitlines()[0] if str(error).strip() else ""
     return f"{type(error).__name__}: {first}{where}"
