@@ -303,15 +303,21 @@ def bench_plain_ncu(ncu: str, runs: int, work: Path, results: dict[str, Any], ou
 
 def parity(out: Path, results: dict[str, Any]) -> None:
     """Compare the server's report with the plain run's: the same metrics, equal where deterministic."""
+    from profsvc.metrics.analysis import in_push_pop_range
     from profsvc.metrics.reader import load_reader
+    from profsvc.ncu.command import PROFILER_WARMUP_RANGE
 
     reader = load_reader()
 
+    def actions(path: Path) -> list[Any]:
+        return [a for r in reader.load_report(str(path)) for a in r]
+
     def metrics(path: Path) -> dict[str, Any]:
-        context = reader.load_report(str(path))
-        action = next(a for r in context for a in r)
+        # A warm worker's report holds its own warm-up kernel first: compare the seed's kernel.
+        action = next(a for a in actions(path) if not in_push_pop_range(a, PROFILER_WARMUP_RANGE))
         return {name: action.metric_by_name(name).value() for name in action.metric_names()}
 
+    warmup_kernels = sum(in_push_pop_range(a, PROFILER_WARMUP_RANGE) for a in actions(out / "warm-profile.ncu-rep"))
     ours, plain = metrics(out / "warm-profile.ncu-rep"), metrics(out / "plain.ncu-rep")
     shared = sorted(set(ours) & set(plain))
     equal = [n for n in shared if ours[n] == plain[n]]
@@ -329,6 +335,7 @@ def parity(out: Path, results: dict[str, Any]) -> None:
         if ours_figures.get(n) != plain_figures.get(n)
     }
     results["parity"] = {
+        "warmup_kernels_in_ours": warmup_kernels,
         "metrics_ours": len(ours),
         "metrics_plain": len(plain),
         "metrics_shared": len(shared),

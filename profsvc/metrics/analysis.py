@@ -16,6 +16,7 @@ from profsvc.metrics.extract import device_info, kernel_result
 from profsvc.metrics.hotspots import lacks_line_info
 from profsvc.metrics.reader import load_reader
 from profsvc.metrics.roofline import load_roofline_params
+from profsvc.ncu.command import PROFILER_WARMUP_RANGE
 from profsvc_client.models import Aggregate, DeviceInfo, KernelFilter, KernelResult, KernelShare
 
 
@@ -84,7 +85,19 @@ def _selected_actions(context: Any, kernel_filter: KernelFilter) -> Iterator[Any
     return itertools.islice(_matching_actions(context, kernel_filter), kernel_filter.launch_skip, stop)
 
 
+def in_push_pop_range(action: Any, name: str) -> bool:
+    """True when the launch was inside an NVTX push/pop range of that name (any domain, any depth).
+
+    Read through the action's NVTX state, which is safe whatever was imported before ncu_report.
+    """
+    state = action.nvtx_state()
+    if state is None:
+        return False
+    return any(name in state.domain_by_id(domain).push_pop_ranges() for domain in state.domains())
+
+
 def _matching_actions(context: Any, kernel_filter: KernelFilter) -> Iterator[Any]:
+    """The actions that pass the filter's NVTX and name parts; never a warm worker's own warm-up kernel."""
     name_pattern = re.compile(kernel_filter.name_regex) if kernel_filter.name_regex else None
     for range_index in range(context.num_ranges()):
         profiled_range = context.range_by_idx(range_index)
@@ -96,6 +109,8 @@ def _matching_actions(context: Any, kernel_filter: KernelFilter) -> Iterator[Any
             indices = list(range(profiled_range.num_actions()))
         for action_index in indices:
             action = profiled_range.action_by_idx(action_index)
+            if in_push_pop_range(action, PROFILER_WARMUP_RANGE):
+                continue
             if not name_pattern or name_pattern.search(action.name()):
                 yield action
 

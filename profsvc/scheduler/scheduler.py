@@ -29,7 +29,14 @@ from profsvc.host import HostInfo
 from profsvc.jobenv import job_environment
 from profsvc.metrics.analysis import ReportAnalysis
 from profsvc.metrics.catalog import load_catalog
-from profsvc.ncu.command import ANY_PUSH_POP_RANGE, ANY_START_END_RANGE, NcuOptions, marks_nvtx_ranges, ncu_command
+from profsvc.ncu.command import (
+    ANY_PUSH_POP_RANGE,
+    ANY_START_END_RANGE,
+    PROFILER_WARMUP_RANGE,
+    NcuOptions,
+    marks_nvtx_ranges,
+    ncu_command,
+)
 from profsvc.ncu.metric_sets import resolve
 from profsvc.ncu.runner import NcuOutcome, NcuProgress, follow_ncu, run_ncu
 from profsvc.proc import ProcessResult, run_process
@@ -42,7 +49,7 @@ from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
 from profsvc.scheduler.sessions import SessionStore
 from profsvc.scheduler.standby import StandbyGone, StandbyPool, StandbySpec
 from profsvc.telemetry import Telemetry
-from profsvc.worker.standby import WARM_LIBRARIES
+from profsvc.worker.standby import WARM_LIBRARIES, WARM_PROFILER
 from profsvc_client.errors import InvalidRequest, PreconditionFailed, Reason, ResourceExhausted
 from profsvc_client.models import (
     ArtifactRef,
@@ -83,6 +90,17 @@ class _Job:
             self._progress(Progress(stage=stage, message=message, elapsed_seconds=elapsed, **fields))
 
 
+def _without_warmup(outcome: NcuOutcome, report: Path) -> NcuOutcome:
+    """A warm worker's ncu run as the job's own: its report moved to `report`, or none when no job kernel was
+    profiled (the report would hold the worker's warm-up kernel only, and ncu said nothing of missing kernels)."""
+    if outcome.report is None:
+        return outcome
+    if not outcome.passes and outcome.returncode == 0:
+        outcome.report.unlink()
+        return dataclasses.replace(outcome, report=None, no_kernels=True)
+    return dataclasses.replace(outcome, report=Path(shutil.move(outcome.report, report)))
+
+
 class Scheduler:
     """Runs compile, profile and analyze jobs."""
 
@@ -96,8 +114,11 @@ class Scheduler:
         self.workspaces = Workspaces(config.jobs_dir, keep=config.keep_jobs)
         self._compile_slots = asyncio.Semaphore(config.compile_workers)
         self._free_gpus: asyncio.Queue[int] = asyncio.Queue()
+        # Held by the job on a GPU, and by a warm ncu worker while it primes (scheduler.standby).
+        self._gpu_locks: dict[int, asyncio.Lock] = {}
         for gpu in host.gpus:
             self._free_gpus.put_nowait(gpu.index)
+            self._gpu_locks[gpu.index] = asyncio.Lock()
         self._admitted = 0
         self._waiting_for_gpu = 0
         self.standby = StandbyPool(config.state_dir / "standby")
@@ -145,11 +166,15 @@ class Scheduler:
     def _ncu_standby_spec(self, gpu: int) -> StandbySpec:
         def command(directory: Path) -> list[str]:
             assert self.host.ncu is not None
-            options = self._default_ncu_options(directory / REPORT_NAME)
+            options = self._warm_ncu_options(directory / REPORT_NAME)
             worker = self._worker_argv(HARNESS_MODULE, directory)
             return [*self.sandbox.network_prefix, *ncu_command(self.host.ncu.path, options, worker)]
 
-        return StandbySpec(command=command, environment=self._standby_environment(gpu))
+        return StandbySpec(
+            command=command,
+            environment=self._standby_environment(gpu, {WARM_PROFILER: "1"}),
+            prime_lock=self._gpu_locks[gpu],
+        )
 
     async def _run_worker(
         self,
@@ -207,6 +232,11 @@ class Scheduler:
                 job.report(Stage.QUEUED, "waiting for a GPU", queue_position=self._waiting_for_gpu)
             with self.telemetry.stage("gpu_wait"):
                 gpu = await self._free_gpus.get()
+                try:
+                    await self._gpu_locks[gpu].acquire()
+                except BaseException:
+                    self._free_gpus.put_nowait(gpu)
+                    raise
         finally:
             self._waiting_for_gpu -= 1
         held = time.monotonic()
@@ -214,6 +244,7 @@ class Scheduler:
             yield gpu
         finally:
             self.telemetry.gpu_busy.labels(gpu=str(gpu)).inc(time.monotonic() - held)
+            self._gpu_locks[gpu].release()
             self._free_gpus.put_nowait(gpu)
 
     # ------------------------------------------------------------ preconditions
@@ -362,6 +393,15 @@ class Scheduler:
         """What a Python problem's Profile collects when the request names no metric set and no filter."""
         return self._ncu_options(ProfileSpec(source=_ANY_PYTHON_PROBLEM), report)
 
+    def _warm_ncu_options(self, report: Path) -> NcuOptions:
+        """The default options plus the warm worker's own kernel, profiled in its warm-up range before the job."""
+        options = self._default_ncu_options(report)
+        return dataclasses.replace(
+            options,
+            nvtx_include=[*options.nvtx_include, f"{PROFILER_WARMUP_RANGE}/"],
+            launch_count=options.launch_count + 1,
+        )
+
     async def _run_ncu(
         self, job: _Job, gpu: int, options: NcuOptions, argv: list[str], on_progress: Callable[[NcuProgress], None]
     ) -> NcuOutcome:
@@ -371,18 +411,20 @@ class Scheduler:
         warm = argv[1:3] == ["-m", HARNESS_MODULE] and options == self._default_ncu_options(options.export_path)
         standby = await self.standby.take(kind) if warm else None
         if standby is not None:
-            warm_options = dataclasses.replace(options, export_path=standby.directory / REPORT_NAME)
+            warm_options = self._warm_ncu_options(standby.directory / REPORT_NAME)
             command = ncu_command(self.host.ncu.path, warm_options, argv)
 
             def run(feed: Callable[[str], None]) -> Awaitable[ProcessResult]:
                 timeout = self.config.limits.job_timeout_s
                 return standby.run(argv[3:], cwd=job.workspace, stdin="", timeout=timeout, on_stdout=feed)
 
+            def job_progress(event: NcuProgress) -> None:
+                # ncu counts the worker's own warm-up kernel too: the job's kernels start at its second.
+                on_progress(dataclasses.replace(event, kernel_index=event.kernel_index - 1))
+
             try:
-                outcome = await follow_ncu(command, warm_options, run, on_progress)
-                if outcome.report is not None:
-                    outcome.report = Path(shutil.move(outcome.report, options.export_path))
-                return outcome
+                outcome = await follow_ncu(command, warm_options, run, job_progress)
+                return _without_warmup(outcome, options.export_path)
             except StandbyGone:
                 pass  # it died before taking the job: run the job fresh
             finally:

@@ -7,6 +7,13 @@ profsvc.worker.standby); a job takes it, and a replacement starts at once,
 while the job runs. A job that finds its kind's worker still warming waits for
 it (it is always nearer to ready than a fresh start); a job that finds none
 (the kind is not kept, or its worker died) starts a fresh process as before.
+
+A kind under ncu warms up in two steps (profsvc.worker.standby): its worker
+says `loaded`, then profiles a kernel of its own when told to ("primes"). Two
+ncu processes' kernels on one GPU wait for each other, so the pool primes only
+while it holds the kind's `prime_lock` (the GPU's, which every job on that GPU
+holds), and only the oldest worker: a job that takes an unprimed worker holds
+the GPU already and primes it itself.
 """
 
 from __future__ import annotations
@@ -24,12 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from profsvc.proc import ProcessResult, StartedProcess
-from profsvc.worker.standby import CHANNEL, READY
+from profsvc.worker.standby import CHANNEL, LOADED, PRIME, READY
 
 log = logging.getLogger("profsvc.standby")
 
 # How long a job waits for its kind's worker to finish warming before starting a fresh one instead.
 READY_TIMEOUT_S = 120.0
+# How long priming may hold the GPU (one small kernel under ncu: about 1 s measured on the H200).
+PRIME_TIMEOUT_S = 30.0
 # A kind whose workers fail to come up this many times in a row is no longer kept (each failure costs a job time).
 MAX_FAILED_STARTS = 3
 _POLL_S = 0.01
@@ -41,6 +50,8 @@ class StandbySpec:
 
     command: Callable[[Path], Sequence[str]]
     environment: Callable[[Path], Mapping[str, str]]
+    # For a worker that warms up in two steps: held while it primes (see above); None: one step.
+    prime_lock: asyncio.Lock | None = None
 
 
 class StandbyGone(OSError):
@@ -50,27 +61,65 @@ class StandbyGone(OSError):
 class Standby:
     """One warm worker: its process and its directory."""
 
-    def __init__(self, process: StartedProcess, directory: Path) -> None:
+    def __init__(self, process: StartedProcess, directory: Path, two_steps: bool = False) -> None:
         self.process = process
         self.directory = directory
+        self.primed = not two_steps
 
     @property
     def ready(self) -> bool:
         """True once the worker has warmed up and waits for its job."""
         return (self.directory / READY).is_file()
 
+    @property
+    def loaded(self) -> bool:
+        """True once a two-step worker waits to be primed (or has been)."""
+        return (self.directory / LOADED).is_file()
+
+    async def until_loaded(self, timeout: float) -> bool:
+        """Wait until a two-step worker is loaded; False when it exits or the time is up first."""
+        return await self._until(lambda: self.loaded, timeout)
+
+    async def until_ready(self, timeout: float) -> bool:
+        """Wait until the worker is ready; False when it exits or the time is up first."""
+        return await self._until(lambda: self.ready, timeout)
+
+    async def _until(self, condition: Callable[[], bool], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if not self.process.running or time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(_POLL_S)
+        return True
+
+    async def prime(self) -> bool:
+        """Once loaded, tell the worker to profile its own kernel and wait until it is ready (False: it failed).
+
+        The caller holds the worker's GPU (its kind's prime_lock, or a job's hold on that GPU).
+        """
+        self.primed = True
+        if not await self.until_loaded(READY_TIMEOUT_S):
+            return False
+        try:
+            self._write(PRIME)
+        except OSError:
+            return False
+        return await self.until_ready(PRIME_TIMEOUT_S)
+
+    def _write(self, message: Mapping[str, object]) -> None:
+        channel = os.open(self.directory / CHANNEL, os.O_WRONLY | os.O_NONBLOCK)
+        try:
+            os.write(channel, (json.dumps(message) + "\n").encode())
+        finally:
+            os.close(channel)
+
     async def run(
         self, argv: Sequence[str], *, cwd: Path, stdin: str, timeout: float, on_stdout: Callable[[str], None] | None
     ) -> ProcessResult:
         """Hand the worker its job and wait for it to finish (killed at `timeout`)."""
         self.process.on_stdout = on_stdout
-        line = json.dumps({"argv": list(argv), "cwd": str(cwd), "stdin": stdin}) + "\n"
         try:
-            channel = os.open(self.directory / CHANNEL, os.O_WRONLY | os.O_NONBLOCK)
-            try:
-                os.write(channel, line.encode())
-            finally:
-                os.close(channel)
+            self._write({"argv": list(argv), "cwd": str(cwd), "stdin": stdin})
         except OSError as error:
             raise StandbyGone(f"the warm worker in {self.directory} is gone: {error}") from error
         return await self.process.finish(timeout)
@@ -97,6 +146,8 @@ class StandbyPool:
         self._serial = 0
         self._closed = False
         self._failed_starts: dict[str, int] = {}
+        self._priming: dict[str, asyncio.Task[None]] = {}
+        self._prime_again: set[str] = set()
 
     def keep(self, kind: str, spec: StandbySpec, depth: int = 1) -> None:
         """Keep `depth` warm workers of this kind from now on (more than one where jobs come faster than warm-ups)."""
@@ -104,6 +155,7 @@ class StandbyPool:
         self._current[kind] = collections.deque()
         for _ in range(depth):
             self._refill(kind)
+        self._prime_oldest(kind)
 
     def kinds(self) -> list[str]:
         """The kinds kept warm."""
@@ -130,7 +182,43 @@ class StandbyPool:
             log.warning("cannot start a warm %s worker: %s", kind, error)
             shutil.rmtree(directory, ignore_errors=True)
             return None
-        return Standby(process, directory)
+        return Standby(process, directory, two_steps=spec.prime_lock is not None)
+
+    def _prime_oldest(self, kind: str) -> None:
+        """Prime the kind's oldest worker in the background, once its GPU is free (two-step kinds only)."""
+        spec = self._specs.get(kind)
+        if spec is None or spec.prime_lock is None or self._closed:
+            return
+        running = self._priming.get(kind)
+        if running is not None and not running.done():
+            # It may be waiting on a worker that is gone by now: it looks again when done.
+            self._prime_again.add(kind)
+            return
+        self._priming[kind] = asyncio.get_running_loop().create_task(self._prime(kind, spec.prime_lock))
+
+    async def _prime(self, kind: str, lock: asyncio.Lock) -> None:
+        await self._prime_first(kind, lock)
+        while kind in self._prime_again:
+            self._prime_again.discard(kind)
+            await self._prime_first(kind, lock)
+
+    async def _prime_first(self, kind: str, lock: asyncio.Lock) -> None:
+        while (waiting := self._current.get(kind)) and not self._closed:
+            task = waiting[0]
+            # Shielded: cancelling the waiter (at close, or a cancelled job) must not cancel the start.
+            standby = await asyncio.shield(task)
+            if standby is None or standby.primed:
+                return
+            # Loading takes seconds: wait for it without holding the GPU.
+            if not await standby.until_loaded(READY_TIMEOUT_S):
+                return  # it died: the job that takes it says so and starts a fresh process
+            async with lock:
+                if waiting and waiting[0] is task and not standby.primed:
+                    if not await standby.prime():
+                        # Killed, not discarded: the job that takes it logs why it failed, from its output.
+                        standby.process.kill()
+                    return
+            # A job took it meanwhile (and primed it itself): go on with the next oldest.
 
     async def take(self, kind: str) -> Standby | None:
         """The kind's warm worker once ready (a replacement starts now); None: start a fresh process instead."""
@@ -140,21 +228,24 @@ class StandbyPool:
         # The oldest is the nearest to ready.
         task = waiting.popleft()
         self._refill(kind)
-        standby = await task
+        standby = await asyncio.shield(task)
         if standby is None:
             self._failed(kind)
             return None
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not standby.ready:
-            if not standby.process.running or time.monotonic() > deadline:
-                result = await standby.process.finish(0)
-                # ncu writes its own errors (==ERROR==) to stdout: keep both streams' tails.
-                output = "\n".join(t for t in (result.stdout[-1000:].strip(), result.stderr[-1000:].strip()) if t)
-                log.warning("a warm %s worker did not come up (exit %d): %s", kind, result.returncode, output)
-                standby.discard()
-                self._failed(kind)
-                return None
-            await asyncio.sleep(_POLL_S)
+        came_up = standby.primed or await standby.prime()
+        if came_up:
+            came_up = await standby.until_ready(READY_TIMEOUT_S)
+        # The next oldest primes once the taker's job frees the GPU.
+        self._prime_oldest(kind)
+        if not came_up:
+            standby.process.kill()
+            result = await standby.process.finish(0)
+            # ncu writes its own errors (==ERROR==) to stdout: keep both streams' tails.
+            output = "\n".join(t for t in (result.stdout[-1000:].strip(), result.stderr[-1000:].strip()) if t)
+            log.warning("a warm %s worker did not come up (exit %d): %s", kind, result.returncode, output)
+            standby.discard()
+            self._failed(kind)
+            return None
         self._failed_starts[kind] = 0
         return standby
 
@@ -182,10 +273,13 @@ class StandbyPool:
         finally:
             for _ in range(stopped):
                 self._refill(kind)
+            self._prime_oldest(kind)
 
     async def close(self) -> None:
         """Stop every warm worker."""
         self._closed = True
+        for priming in self._priming.values():
+            priming.cancel()
         for waiting in self._current.values():
             for task in waiting:
                 with contextlib.suppress(Exception):

@@ -7,6 +7,13 @@ DIR/ready and waits on the FIFO DIR/job for one line of JSON from the server:
 a process started with that argv would (stdin included: the secret seed
 arrives that way), and exits. One process per job, as for a cold start: user
 code never shares a process with another job.
+
+A worker under ncu warms up in two steps. ncu's first profiled kernel in a
+process costs about 0.65 s more than the next (tools/gpu_overhead.py), so the
+worker profiles one kernel of its own before its job; but kernels profiled by
+two ncu processes on one GPU wait for each other, so it does that only when the
+server says the GPU is free: it writes DIR/loaded, waits for the line
+{"prime": true}, profiles its kernel, and only then writes DIR/ready.
 """
 
 from __future__ import annotations
@@ -18,11 +25,16 @@ import select
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 READY = "ready"
+LOADED = "loaded"
 CHANNEL = "job"
+PRIME = {"prime": True}
 # Set in a warm GPU worker's environment when it is not under ncu: it may start cuBLAS and CUPTI too.
 WARM_LIBRARIES = "PROFSVC_WARM_LIBRARIES"
+# Set in a warm worker's environment when it runs under ncu: it warms up in two steps (see above).
+WARM_PROFILER = "PROFSVC_WARM_PROFILER"
 # How often a waiting worker checks that the server that started it is still there.
 LIFELINE_S = 1.0
 
@@ -44,28 +56,56 @@ def split_standby_args(argv: list[str]) -> tuple[Path, int] | None:
     return None
 
 
-def wait_for_job(directory: Path, server_pid: int, warm: Callable[[], None]) -> list[str]:
-    """Warm up, say so, wait for one job, and return its argv (exits when the server goes away first)."""
+class _Channel:
+    """The FIFO the server writes to, read one line at a time (a line may arrive in pieces)."""
+
+    def __init__(self, directory: Path, server_pid: int) -> None:
+        # Opened read-write: our own write end keeps reads blocking until the server writes (no EOF race).
+        self.fd = os.open(directory / CHANNEL, os.O_RDWR)
+        self.server_pid = server_pid
+        self.pending = b""
+
+    def line(self) -> dict[str, Any]:
+        """The server's next message (exits when the server goes away first)."""
+        while b"\n" not in self.pending:
+            readable, _, _ = select.select([self.fd], [], [], LIFELINE_S)
+            if readable:
+                self.pending += os.read(self.fd, 65536)
+            elif not _server_alive(self.server_pid):
+                sys.exit(0)
+        line, self.pending = self.pending.split(b"\n", 1)
+        return json.loads(line)
+
+
+def wait_for_job(
+    directory: Path, server_pid: int, warm: Callable[[], None], prime: Callable[[], None] | None = None
+) -> list[str]:
+    """Warm up, say so, wait for one job, and return its argv (exits when the server goes away first).
+
+    With `prime` (a worker under ncu): after `warm`, say `loaded` and run `prime` once the server says so.
+    """
     warm()
-    # Opened read-write: our own write end keeps reads blocking until the server writes (no EOF race).
-    channel = os.open(directory / CHANNEL, os.O_RDWR)
+    channel = _Channel(directory, server_pid)
+    if prime is not None:
+        (directory / LOADED).write_text(str(os.getpid()))
+        channel.line()
+        prime()
     (directory / READY).write_text(str(os.getpid()))
-    data = b""
-    while not data.endswith(b"\n"):
-        readable, _, _ = select.select([channel], [], [], LIFELINE_S)
-        if readable:
-            data += os.read(channel, 65536)
-        elif not _server_alive(server_pid):
-            sys.exit(0)
-    os.close(channel)
-    job = json.loads(data)
+    job = channel.line()
+    os.close(channel.fd)
     os.chdir(job["cwd"])
     sys.stdin = io.StringIO(job.get("stdin", ""))
     return [str(a) for a in job["argv"]]
 
 
-def job_argv(argv: list[str] | None, warm: Callable[[], None]) -> list[str]:
-    """A worker's own arguments: its command line's, or, for a warm worker, its job's once it arrives."""
+def job_argv(argv: list[str] | None, warm: Callable[[], None], prime: Callable[[], None] | None = None) -> list[str]:
+    """A worker's own arguments: its command line's, or, for a warm worker, its job's once it arrives.
+
+    `prime` runs only in a worker whose environment sets WARM_PROFILER (see above).
+    """
     argv = sys.argv[1:] if argv is None else argv
     standby = split_standby_args(argv)
-    return argv if standby is None else wait_for_job(*standby, warm=warm)
+    if standby is None:
+        return argv
+    two_steps = prime if os.environ.get(WARM_PROFILER) == "1" else None
+    return wait_for_job(*standby, warm=warm, prime=two_steps)

@@ -24,7 +24,7 @@ import pytest
 import profsvc.worker.standby as worker_standby
 from profsvc.proc import StartedProcess, run_process
 from profsvc.scheduler.standby import MAX_FAILED_STARTS, Standby, StandbyGone, StandbyPool, StandbySpec
-from profsvc.worker.standby import CHANNEL, READY, split_standby_args, wait_for_job
+from profsvc.worker.standby import CHANNEL, LOADED, PRIME, READY, WARM_PROFILER, split_standby_args, wait_for_job
 from tests.conftest import FIXTURES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,19 +37,25 @@ import os
 import sys
 import time
 
-from profsvc.worker.standby import split_standby_args, wait_for_job
+from profsvc.worker.standby import job_argv, split_standby_args
 
 
 def warm():
     time.sleep(float(os.environ.get("ECHO_WARM_S", "0")))
 
 
+def prime():
+    # Stands for the kernel a worker under ncu profiles: when it ran, and whether the GPU lock was held then.
+    (standby[0] / "primed").write_text(str(time.time()))
+    if os.environ.get("ECHO_PRIME_EXIT"):
+        print("==ERROR== priming failed", flush=True)
+        sys.exit(int(os.environ["ECHO_PRIME_EXIT"]))
+
+
 standby = split_standby_args(sys.argv[1:])
 if standby is not None:
     (standby[0] / "started").write_text(str(os.getpid()))
-    argv = wait_for_job(*standby, warm=warm)
-else:
-    argv = sys.argv[1:]
+argv = job_argv(sys.argv[1:], warm=warm, prime=prime)
 if argv[:1] == ["sleep"]:
     time.sleep(float(argv[1]))
 print(json.dumps({"argv": argv, "cwd": os.getcwd(), "stdin": sys.stdin.read(), "pid": os.getpid()}))
@@ -125,12 +131,17 @@ def _environment(*extra_paths: Path, **variables: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, **variables}
 
 
-def _worker_spec(module: str, *paths: Path, server_pid: int | None = None, **variables: str) -> StandbySpec:
+def _worker_spec(
+    module: str, *paths: Path, server_pid: int | None = None, prime_lock: asyncio.Lock | None = None, **variables: str
+) -> StandbySpec:
     """How the scheduler starts a warm worker: `python -m module --standby DIR --server-pid PID`."""
     server = str(server_pid if server_pid is not None else os.getpid())
+    if prime_lock is not None:
+        variables = {WARM_PROFILER: "1", **variables}
     return StandbySpec(
         command=lambda directory: [sys.executable, "-m", module, "--standby", str(directory), "--server-pid", server],
         environment=lambda directory: _environment(*paths, **variables),
+        prime_lock=prime_lock,
     )
 
 
@@ -641,3 +652,113 @@ def test_a_waiting_worker_exits_once_its_server_is_gone(tmp_path, echo):
     assert result.returncode == 0  # a quiet exit, no job run
     assert result.stdout == ""
     assert seconds < 3
+
+
+# --------------------------------------------------------------------------- two-step warm-up (workers under ncu)
+
+
+def test_wait_for_job_with_prime_says_loaded_and_primes_only_when_told(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdin", sys.stdin)
+    directory = _fifo_directory(tmp_path)
+    primed: list[bool] = []
+    outcome: list[object] = []
+
+    def worker() -> None:
+        try:
+            outcome.append(wait_for_job(directory, os.getpid(), lambda: None, prime=lambda: primed.append(True)))
+        except BaseException as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=worker, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not (directory / LOADED).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    assert (directory / LOADED).exists()
+    assert primed == [] and not (directory / READY).exists()  # loaded, waiting for the word
+    job = {"argv": ["a"], "cwd": str(tmp_path)}
+    writer = os.open(directory / CHANNEL, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        # Both lines in one write: the second is kept for after the priming.
+        os.write(writer, (json.dumps(PRIME) + "\n" + json.dumps(job) + "\n").encode())
+    finally:
+        os.close(writer)
+    thread.join(10)
+    assert outcome == [["a"]]
+    assert primed == [True]
+    assert (directory / READY).exists()
+
+
+def _gpu_lock_spec(echo: Path, lock: asyncio.Lock, **variables: str) -> StandbySpec:
+    return _worker_spec("standby_echo", echo, prime_lock=lock, **variables)
+
+
+def _primed(standby: Standby) -> bool:
+    return (standby.directory / "primed").exists()
+
+
+def test_the_pool_primes_only_the_oldest_worker_and_only_while_the_gpu_is_free(tmp_path, echo):
+    async def body():
+        lock = asyncio.Lock()
+        await lock.acquire()  # a job holds the GPU
+        async with _pool(tmp_path / "standby") as (pool, taken):
+            pool.keep("ncu", _gpu_lock_spec(echo, lock), depth=2)
+            await _until(lambda: len(list(pool.root.glob(f"*/{LOADED}"))) == 2, 60, "both loaded")
+            await asyncio.sleep(0.5)
+            assert not list(pool.root.glob("*/primed")), "primed while the GPU was held"
+            assert not list(pool.root.glob(f"*/{READY}"))
+            lock.release()  # the job is done
+            await _until(lambda: len(list(pool.root.glob(f"*/{READY}"))) == 1, 30, "the oldest ready")
+            await asyncio.sleep(0.5)
+            # One primed worker per GPU: the other stays loaded until it is the oldest.
+            assert [p.parent.name.rsplit("-", 1)[1] for p in pool.root.glob("*/primed")] == ["1"]
+            assert not lock.locked()
+            # A job takes the primed one: ready at once.
+            async with lock:
+                first = await pool.take("ncu")
+                taken.append(first)
+                assert first is not None and first.ready and first.directory.name.endswith("-1")
+                await asyncio.sleep(0.5)
+                # The next oldest waits for the GPU the job holds.
+                assert len(list(pool.root.glob("*/primed"))) == 1
+            await _until(lambda: len(list(pool.root.glob("*/primed"))) == 2, 30, "the next oldest primed")
+            assert sorted(p.parent.name.rsplit("-", 1)[1] for p in pool.root.glob("*/primed")) == ["1", "2"]
+
+    asyncio.run(body())
+
+
+def test_a_job_that_takes_an_unprimed_worker_primes_it_under_its_own_hold_on_the_gpu(tmp_path, echo):
+    job_cwd = tmp_path / "job"
+    job_cwd.mkdir()
+
+    async def body():
+        lock = asyncio.Lock()
+        async with _pool(tmp_path / "standby") as (pool, taken):
+            async with lock:  # the job holds the GPU from before the worker started
+                pool.keep("ncu", _gpu_lock_spec(echo, lock, ECHO_WARM_S="0.5"))
+                standby = await pool.take("ncu")
+                taken.append(standby)
+                assert standby is not None and standby.ready and _primed(standby)
+                result = await standby.run(["job"], cwd=job_cwd, stdin="", timeout=30, on_stdout=None)
+            return result
+
+    result = asyncio.run(body())
+    assert result.ok and json.loads(result.stdout)["argv"] == ["job"]
+
+
+def test_a_worker_that_fails_to_prime_is_logged_and_the_job_runs_fresh(tmp_path, echo, caplog):
+    async def body():
+        lock = asyncio.Lock()
+        async with _pool(tmp_path / "standby") as (pool, taken):
+            pool.keep("ncu", _gpu_lock_spec(echo, lock, ECHO_PRIME_EXIT="3"))
+            await _until(lambda: bool(list(pool.root.glob("*/primed"))), 30, "priming tried")
+            async with lock:
+                taken.append(await pool.take("ncu"))
+
+    with caplog.at_level(logging.WARNING, logger="profsvc.standby"):
+        asyncio.run(body())
+    assert any(
+        "did not come up (exit 3)" in r.getMessage() and "priming failed" in r.getMessage() for r in caplog.records
+    )

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Does a process under ncu that has profiled a kernel and then waits hold up another ncu's first kernel?
+# Process A profiles one kernel, then sleeps 20 s; B starts under a second ncu once A has profiled and
+# profiles one kernel too. Prints when each kernel returned: B's time tells per-kernel from per-process
+# serialization. Usage: tools/ncu_lock_probe.sh OUTDIR
+set -uo pipefail
+out="${1:?OUTDIR}"
+mkdir -p "$out"
+cat >"$out/probe.py" <<'PY'
+import sys, time
+import torch
+name, linger = sys.argv[1], float(sys.argv[2])
+x = torch.empty(1, device="cuda")
+print(name, "context", f"{time.time():.2f}", flush=True)
+torch.cuda.nvtx.range_push("probe")
+x.fill_(1.0)
+torch.cuda.nvtx.range_pop()
+torch.cuda.synchronize()
+print(name, "kernel returned", f"{time.time():.2f}", flush=True)
+time.sleep(linger)
+print(name, "exit", f"{time.time():.2f}", flush=True)
+PY
+ncu_probe() {
+  ncu --clock-control none --nvtx --nvtx-include probe/ --metrics gpu__time_duration.sum -f -o "$out/$1" \
+    python3 "$out/probe.py" "$1" "$2"
+}
+echo "start $(date +%s.%N | cut -c1-13)"
+ncu_probe A 20 >"$out/A.txt" 2>&1 &
+a=$!
+for _ in $(seq 300); do grep -q "kernel returned" "$out/A.txt" && break; sleep 0.1; done
+echo "A profiled $(date +%s.%N | cut -c1-13)"
+timeout 60 bash -c "$(declare -f ncu_probe); out=$out; ncu_probe B 0" >"$out/B.txt" 2>&1
+echo "B exit $? $(date +%s.%N | cut -c1-13)"
+wait $a
+echo "A exit $? $(date +%s.%N | cut -c1-13)"
+cat "$out/A.txt" "$out/B.txt"
