@@ -19,6 +19,8 @@ from pathlib import Path
 
 # Keep at most this much of a child's stdout/stderr (the tail matters most).
 OUTPUT_LIMIT = 256 * 1024
+# How often a finishing process is checked for its exit.
+_EXIT_POLL_S = 0.005
 
 
 @dataclass(frozen=True)
@@ -42,9 +44,29 @@ def _tail(data: bytes) -> str:
     return data[-OUTPUT_LIMIT:].decode("utf-8", errors="replace")
 
 
+def _session_members(session: int) -> list[int]:
+    """The pids of every process in the session (Linux /proc; none where it cannot be read)."""
+    members = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                # Fields after the command name: state, ppid, pgrp, session.
+                fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[3]) == session:
+                    members.append(int(entry.name))
+    return members
+
+
 def _kill_group(pid: int) -> None:
+    """Kill the child's process group, and whatever of its session moved to a group of its own (a profiler's
+    target process may)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+    for member in _session_members(pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(member, signal.SIGKILL)
 
 
 async def _pump(stream: asyncio.StreamReader, sink: bytearray, on_chunk: Callable[[str], None] | None) -> None:
@@ -135,21 +157,28 @@ class StartedProcess:
         """Kill the whole process group."""
         _kill_group(self.process.pid)
 
+    async def _exited(self) -> None:
+        """Wait for the exit itself: asyncio's Process.wait() also waits until every holder of its pipes has
+        closed them, which a child it left behind may not do for long."""
+        while self.process.returncode is None:
+            await asyncio.sleep(_EXIT_POLL_S)
+
     async def finish(self, timeout: float | None) -> ProcessResult:
-        """Wait for the exit (killing the group at `timeout` or on cancellation) and say how it ended."""
+        """Wait for the exit (killing the group at `timeout` or on cancellation), kill what it left running in
+        its group, and say how it ended."""
         start = time.monotonic()
         timed_out = False
         try:
             try:
-                await asyncio.wait_for(asyncio.shield(self._pumps), timeout)
-                await self.process.wait()
+                await asyncio.wait_for(self._exited(), timeout)
             except TimeoutError:
                 timed_out = True
         finally:
             self.kill()
-            await self.process.wait()
+            await self._exited()
+            # What is still in the pipes arrives once the group is gone.
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._pumps, 5)
+                await asyncio.wait_for(asyncio.shield(self._pumps), 5)
         return ProcessResult(
             argv=self.argv,
             returncode=self.process.returncode if self.process.returncode is not None else -9,

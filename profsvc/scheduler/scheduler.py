@@ -90,12 +90,13 @@ class _Job:
             self._progress(Progress(stage=stage, message=message, elapsed_seconds=elapsed, **fields))
 
 
-def _without_warmup(outcome: NcuOutcome, report: Path) -> NcuOutcome:
-    """A warm worker's ncu run as the job's own: its report moved to `report`, or none when no job kernel was
-    profiled (the report would hold the worker's warm-up kernel only, and ncu said nothing of missing kernels)."""
+def _without_warmup(outcome: NcuOutcome, report: Path, primed: bool) -> NcuOutcome:
+    """A warm worker's ncu run as the job's own: its report moved to `report`, or, for a primed worker, none
+    when no job kernel was profiled (the report would hold the worker's own kernel only, and ncu said nothing
+    of missing kernels)."""
     if outcome.report is None:
         return outcome
-    if not outcome.passes and outcome.returncode == 0:
+    if primed and not outcome.passes and outcome.returncode == 0:
         outcome.report.unlink()
         return dataclasses.replace(outcome, report=None, no_kernels=True)
     return dataclasses.replace(outcome, report=Path(shutil.move(outcome.report, report)))
@@ -122,6 +123,10 @@ class Scheduler:
         self._admitted = 0
         self._waiting_for_gpu = 0
         self.standby = StandbyPool(config.state_dir / "standby")
+        # A primed worker holds ncu's cross-process lock while it waits (measured on one H200:
+        # tools/ncu_lock_probe.sh). Whether that lock is per GPU is not measured: with several GPUs, an idle
+        # primed worker might hold up every other GPU's profiles, so only a one-GPU host primes.
+        self._prime_ncu_workers = len(host.gpus) == 1
         self.compiled = CompiledSources()
 
     # ------------------------------------------------------------ warm workers
@@ -170,6 +175,8 @@ class Scheduler:
             worker = self._worker_argv(HARNESS_MODULE, directory)
             return [*self.sandbox.network_prefix, *ncu_command(self.host.ncu.path, options, worker)]
 
+        if not self._prime_ncu_workers:
+            return StandbySpec(command=command, environment=self._standby_environment(gpu))
         return StandbySpec(
             command=command,
             environment=self._standby_environment(gpu, {WARM_PROFILER: "1"}),
@@ -394,8 +401,11 @@ class Scheduler:
         return self._ncu_options(ProfileSpec(source=_ANY_PYTHON_PROBLEM), report)
 
     def _warm_ncu_options(self, report: Path) -> NcuOptions:
-        """The default options plus the warm worker's own kernel, profiled in its warm-up range before the job."""
+        """The default options plus the warm worker's own kernel, profiled in its warm-up range before the job
+        (where workers prime: scheduler.standby)."""
         options = self._default_ncu_options(report)
+        if not self._prime_ncu_workers:
+            return options
         return dataclasses.replace(
             options,
             nvtx_include=[*options.nvtx_include, f"{PROFILER_WARMUP_RANGE}/"],
@@ -418,13 +428,15 @@ class Scheduler:
                 timeout = self.config.limits.job_timeout_s
                 return standby.run(argv[3:], cwd=job.workspace, stdin="", timeout=timeout, on_stdout=feed)
 
+            primed = self._prime_ncu_workers
+
             def job_progress(event: NcuProgress) -> None:
-                # ncu counts the worker's own warm-up kernel too: the job's kernels start at its second.
-                on_progress(dataclasses.replace(event, kernel_index=event.kernel_index - 1))
+                # ncu counts a primed worker's own kernel too: the job's kernels start at its second.
+                on_progress(dataclasses.replace(event, kernel_index=event.kernel_index - primed))
 
             try:
                 outcome = await follow_ncu(command, warm_options, run, job_progress)
-                return _without_warmup(outcome, options.export_path)
+                return _without_warmup(outcome, options.export_path, primed)
             except StandbyGone:
                 pass  # it died before taking the job: run the job fresh
             finally:

@@ -39,6 +39,9 @@ log = logging.getLogger("profsvc.standby")
 READY_TIMEOUT_S = 120.0
 # How long priming may hold the GPU (one small kernel under ncu: about 1 s measured on the H200).
 PRIME_TIMEOUT_S = 30.0
+# How long the GPU must have been free before the pool primes: a job that follows another at once (an agent's
+# evaluate after its profile) goes first, instead of waiting about a second for the priming.
+PRIME_IDLE_S = 0.5
 # A kind whose workers fail to come up this many times in a row is no longer kept (each failure costs a job time).
 MAX_FAILED_STARTS = 3
 _POLL_S = 0.01
@@ -130,6 +133,20 @@ class Standby:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+async def _until_idle(lock: asyncio.Lock, seconds: float) -> None:
+    """Return once the lock has been free for `seconds` (polled), with nothing in between to let a job take it."""
+    free_since: float | None = None
+    while True:
+        now = time.monotonic()
+        if lock.locked():
+            free_since = None
+        elif free_since is None:
+            free_since = now
+        elif now - free_since >= seconds:
+            return
+        await asyncio.sleep(_POLL_S)
+
+
 def _discard_started(task: asyncio.Task[Standby | None]) -> None:
     """Discard the worker a start task made, once it is done (for a kind no longer kept)."""
     if not task.cancelled() and task.exception() is None and (standby := task.result()) is not None:
@@ -212,6 +229,7 @@ class StandbyPool:
             # Loading takes seconds: wait for it without holding the GPU.
             if not await standby.until_loaded(READY_TIMEOUT_S):
                 return  # it died: the job that takes it says so and starts a fresh process
+            await _until_idle(lock, PRIME_IDLE_S)
             async with lock:
                 if waiting and waiting[0] is task and not standby.primed:
                     if not await standby.prime():

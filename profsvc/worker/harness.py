@@ -155,15 +155,17 @@ def _warm() -> None:
 
 
 def _prime() -> None:
-    """A warm worker under ncu: profile one kernel (a fill) in the warm-up range, the report's analysis skips it.
+    """A warm worker under ncu: profile one kernel in the warm-up range, which the report's analysis skips.
 
     ncu's first profiled kernel in a process costs about 0.65 s more than the next, with one pass or 27
-    (measured on the H200: tools/gpu_overhead.py); paid here, before the job.
+    (measured on the H200: tools/gpu_overhead.py); paid here, before the job. torch's spin kernel
+    (`torch.cuda._sleep`) comes from a module of its own, which the report embeds: a fill kernel's module
+    added 2.3 MB to every report.
     """
     import torch
 
     torch.cuda.nvtx.range_push(PROFILER_WARMUP_RANGE)
-    torch.empty(1, device="cuda").fill_(1.0)
+    torch.cuda._sleep(1)
     torch.cuda.nvtx.range_pop()
     torch.cuda.synchronize()
 

@@ -62,16 +62,18 @@ class _Channel:
     def __init__(self, directory: Path, server_pid: int) -> None:
         # Opened read-write: our own write end keeps reads blocking until the server writes (no EOF race).
         self.fd = os.open(directory / CHANNEL, os.O_RDWR)
+        self.directory = directory
         self.server_pid = server_pid
         self.pending = b""
 
     def line(self) -> dict[str, Any]:
-        """The server's next message (exits when the server goes away first)."""
+        """The server's next message (exits when the server goes away first, or discards this worker)."""
         while b"\n" not in self.pending:
             readable, _, _ = select.select([self.fd], [], [], LIFELINE_S)
             if readable:
                 self.pending += os.read(self.fd, 65536)
-            elif not _server_alive(self.server_pid):
+            elif not _server_alive(self.server_pid) or not self.directory.is_dir():
+                # A discarded worker's directory is gone: exit even where the kill missed this process.
                 sys.exit(0)
         line, self.pending = self.pending.split(b"\n", 1)
         return json.loads(line)

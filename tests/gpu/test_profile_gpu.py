@@ -6,7 +6,9 @@ import math
 
 import pytest
 
-from profsvc.metrics.analysis import analyze_report
+from profsvc.metrics.analysis import analyze_report, in_push_pop_range
+from profsvc.metrics.reader import load_reader
+from profsvc.ncu.command import PROFILER_WARMUP_RANGE
 from profsvc_client.client import ProfilerClient, load_source
 from profsvc_client.models import KernelFilter, KernelSource, ProfileResult, SourceFile, Stage
 from tests.conftest import FIXTURES, run_cli
@@ -109,3 +111,18 @@ def test_cli_profile_embedded_and_out_dir(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "vga_linear_kernel" in done.stdout
     assert (tmp_path / "report.ncu-rep").is_file() and (tmp_path / "result.json").is_file()
+
+
+def test_a_warm_workers_own_kernel_stays_out_of_the_result_and_adds_little_to_the_report(gpu_client, tmp_path):
+    # A one-GPU server primes its warm ncu workers (scheduler.standby): their reports hold that kernel too.
+    primes = len(gpu_client.capabilities().gpus) == 1
+    result = gpu_client.profile(load_source(FIXTURES / "seed47.py"))
+    _sane(result)
+    assert [k.name for k in result.kernels] == ["vga_linear_kernel"]
+    report = gpu_client.download_artifact(result.artifacts[0].id, tmp_path)
+    actions = [a for r in load_reader().load_report(str(report)) for a in r]
+    warmup = [in_push_pop_range(a, PROFILER_WARMUP_RANGE) for a in actions]
+    assert warmup == ([True, False] if primes else [False])
+    assert "vga_linear_kernel" in actions[-1].name()
+    # The seed's kernel alone makes a report of about 230 KB; torch's fill kernel as the worker's own added 2.3 MB.
+    assert report.stat().st_size < 600_000

@@ -11,6 +11,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +24,7 @@ import pytest
 
 import profsvc.worker.standby as worker_standby
 from profsvc.proc import StartedProcess, run_process
-from profsvc.scheduler.standby import MAX_FAILED_STARTS, Standby, StandbyGone, StandbyPool, StandbySpec
+from profsvc.scheduler.standby import MAX_FAILED_STARTS, PRIME_IDLE_S, Standby, StandbyGone, StandbyPool, StandbySpec
 from profsvc.worker.standby import CHANNEL, LOADED, PRIME, READY, WARM_PROFILER, split_standby_args, wait_for_job
 from tests.conftest import FIXTURES
 
@@ -102,7 +103,7 @@ async def _pool(root: Path) -> AsyncIterator[tuple[StandbyPool, list[Standby | N
     try:
         yield pool, taken
     finally:
-        _drop(taken)
+        await _drop(taken)
         await pool.close()
 
 
@@ -116,14 +117,15 @@ async def _taken(root: Path, kind: str, spec: StandbySpec) -> AsyncIterator[Stan
         try:
             yield standby
         finally:
-            standby.discard()
+            await _drop([standby])
 
 
-def _drop(standbys: list[Standby | None]) -> None:
-    """Kill the taken workers a failed test left running (a passing one has finished them)."""
+async def _drop(standbys: list[Standby | None]) -> None:
+    """Kill and finish the taken workers (a passing test has finished them; a failed one may not have)."""
     for standby in standbys:
-        if standby is not None and standby.process.running:
+        if standby is not None:
             standby.discard()
+            await standby.process.finish(5)
 
 
 def _environment(*extra_paths: Path, **variables: str) -> dict[str, str]:
@@ -230,6 +232,44 @@ def test_started_process_timeout_kills_the_whole_process_group():
     while not _gone(grandchild) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _gone(grandchild)
+
+
+def test_started_process_ends_with_its_exit_though_a_child_left_behind_holds_stdout():
+    async def body():
+        # The shell exits at once; its background sleep keeps stdout open for 30 s.
+        process = await StartedProcess.start(["sh", "-c", "sleep 30 & echo $!"], cwd=Path("/"), env=os.environ)
+        start = time.monotonic()
+        result = await process.finish(60)
+        return result, time.monotonic() - start
+
+    result, seconds = asyncio.run(body())
+    assert result.ok and not result.timed_out
+    assert seconds < 10, f"waited {seconds:.1f} s for the child left behind"
+    left_behind = int(result.stdout.split()[0])
+    deadline = time.monotonic() + 5
+    while not _gone(left_behind) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(left_behind), "the child left behind in the group still runs"
+
+
+def test_started_process_kills_a_child_that_moved_to_a_process_group_of_its_own():
+    code = "import os, sys, time; os.setpgid(0, 0); print(os.getpid(), flush=True); time.sleep(30)"
+
+    async def body():
+        process = await StartedProcess.start(
+            ["sh", "-c", f'{sys.executable} -c "{code}" & sleep 0.5; echo done'], cwd=Path("/"), env=os.environ
+        )
+        start = time.monotonic()
+        result = await process.finish(60)
+        return result, time.monotonic() - start
+
+    result, seconds = asyncio.run(body())
+    assert result.ok and seconds < 10
+    moved = int(result.stdout.split()[0])
+    deadline = time.monotonic() + 5
+    while not _gone(moved) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(moved), "the child in a group of its own outlived the job"
 
 
 def test_started_process_kill_ends_it_and_running_says_so():
@@ -362,6 +402,29 @@ def test_wait_for_job_exits_when_the_server_is_gone(tmp_path, monkeypatch):
     assert len(outcome) == 1 and isinstance(outcome[0], SystemExit)
     assert outcome[0].code == 0
     assert (directory / READY).exists()
+
+
+def test_wait_for_job_exits_when_its_directory_is_removed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(worker_standby, "LIFELINE_S", 0.05)
+    directory = _fifo_directory(tmp_path)
+    outcome: list[BaseException | list[str]] = []
+
+    def worker() -> None:
+        try:
+            outcome.append(wait_for_job(directory, os.getpid(), lambda: None))
+        except BaseException as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=worker, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not (directory / READY).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    shutil.rmtree(directory)  # what discard() does, beside the kill
+    thread.join(5)
+    assert not thread.is_alive(), "still waiting for a job in a removed directory"
+    assert len(outcome) == 1 and isinstance(outcome[0], SystemExit)
 
 
 # --------------------------------------------------------------------------- the pool, real workers
@@ -725,6 +788,27 @@ def test_the_pool_primes_only_the_oldest_worker_and_only_while_the_gpu_is_free(t
                 assert len(list(pool.root.glob("*/primed"))) == 1
             await _until(lambda: len(list(pool.root.glob("*/primed"))) == 2, 30, "the next oldest primed")
             assert sorted(p.parent.name.rsplit("-", 1)[1] for p in pool.root.glob("*/primed")) == ["1", "2"]
+
+    asyncio.run(body())
+
+
+def test_a_job_that_follows_another_at_once_goes_before_the_priming(tmp_path, echo):
+    async def body():
+        lock = asyncio.Lock()
+        await lock.acquire()
+        async with _pool(tmp_path / "standby") as (pool, _):
+            pool.keep("ncu", _gpu_lock_spec(echo, lock))
+            await _until(lambda: bool(list(pool.root.glob(f"*/{LOADED}"))), 60, "loaded")
+            for _ in range(3):  # jobs one after another, each within the idle time of the one before
+                lock.release()
+                await asyncio.sleep(PRIME_IDLE_S / 4)
+                await lock.acquire()
+                await asyncio.sleep(0.3)
+                assert not list(pool.root.glob("*/primed")), "primed between two jobs"
+            lock.release()
+            started = time.monotonic()
+            await _until(lambda: bool(list(pool.root.glob("*/primed"))), 30, "primed once the GPU stayed free")
+            assert time.monotonic() - started >= PRIME_IDLE_S * 0.9
 
     asyncio.run(body())
 
