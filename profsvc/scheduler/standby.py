@@ -246,13 +246,23 @@ class StandbyPool:
         # The oldest is the nearest to ready.
         task = waiting.popleft()
         self._refill(kind)
-        standby = await asyncio.shield(task)
+        try:
+            standby = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            # The job was cancelled (its client went away): the worker it would have taken is nobody's.
+            task.add_done_callback(_discard_started)
+            raise
         if standby is None:
             self._failed(kind)
             return None
-        came_up = standby.primed or await standby.prime()
-        if came_up:
-            came_up = await standby.until_ready(READY_TIMEOUT_S)
+        try:
+            came_up = standby.primed or await standby.prime()
+            if came_up:
+                came_up = await standby.until_ready(READY_TIMEOUT_S)
+        except BaseException:
+            # Left running, a primed worker would hold every later profile on its GPU up (ncu's hold).
+            standby.discard()
+            raise
         # The next oldest primes once the taker's job frees the GPU.
         self._prime_oldest(kind)
         if not came_up:

@@ -846,3 +846,25 @@ def test_a_worker_that_fails_to_prime_is_logged_and_the_job_runs_fresh(tmp_path,
     assert any(
         "did not come up (exit 3)" in r.getMessage() and "priming failed" in r.getMessage() for r in caplog.records
     )
+
+
+@pytest.mark.parametrize("prime", [False, True])
+def test_a_take_cancelled_while_the_worker_warms_leaves_no_worker_behind(tmp_path, echo, prime):
+    async def body():
+        lock = asyncio.Lock() if prime else None
+        async with _pool(tmp_path / "standby") as (pool, _):
+            spec = _worker_spec("standby_echo", echo, prime_lock=lock, ECHO_WARM_S="1")
+            pool.keep("echo", spec)
+            take = asyncio.create_task(pool.take("echo"))
+
+            def oldest() -> list[int]:
+                return [pid for d, pid in _pids(pool.root, "started").items() if d.name.endswith("-1")]
+
+            await _until(lambda: bool(oldest()), 30, "the worker started")
+            first = oldest()[0]
+            take.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await take
+            await _until(lambda: _gone(first), 10, "the worker the cancelled take waited for is gone")
+
+    asyncio.run(body())
