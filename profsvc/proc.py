@@ -105,6 +105,8 @@ class StartedProcess:
         self.argv = tuple(argv)
         self.on_stdout: Callable[[str], None] | None = None
         self._out, self._err = bytearray(), bytearray()
+        # Set once finish() has killed what was left: the pid may belong to another process by then.
+        self._finished = False
         assert process.stdout is not None and process.stderr is not None
         self._pumps = asyncio.gather(
             _pump(process.stdout, self._out, self._forward), _pump(process.stderr, self._err, None)
@@ -154,8 +156,9 @@ class StartedProcess:
         return self.process.returncode is None
 
     def kill(self) -> None:
-        """Kill the whole process group."""
-        _kill_group(self.process.pid)
+        """Kill the whole process group (nothing once finished)."""
+        if not self._finished:
+            _kill_group(self.process.pid)
 
     async def _exited(self) -> None:
         """Wait for the exit itself: asyncio's Process.wait() also waits until every holder of its pipes has
@@ -176,6 +179,7 @@ class StartedProcess:
         finally:
             self.kill()
             await self._exited()
+            self._finished = True
             # What is still in the pipes arrives once the group is gone.
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(self._pumps), 5)

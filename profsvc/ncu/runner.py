@@ -50,8 +50,9 @@ class NcuOutcome:
 class _ProgressParser:
     """Incremental parser of ncu's stdout."""
 
-    def __init__(self, on_progress: Callable[[NcuProgress], None] | None) -> None:
+    def __init__(self, on_progress: Callable[[NcuProgress], None] | None, skip_kernels: int = 0) -> None:
         self.on_progress = on_progress
+        self.skip_kernels = skip_kernels
         self.buffer = ""
         self.passes: list[int] = []
 
@@ -68,7 +69,13 @@ class _ProgressParser:
         match = _PROFILING.search(line)
         if not match:
             return
-        index = int(match["index"]) + 1 if match["index"] is not None else len(self.passes) + 1
+        if match["index"] is None:
+            index = len(self.passes) + 1
+        else:
+            # ncu numbers from 0, the kernels that are not the job's (skip_kernels) first.
+            index = int(match["index"]) + 1 - self.skip_kernels
+            if index < 1:
+                return
         percents = _PERCENT.findall(line[match.end() :])
         passes = _PASSES.search(line)
         if final and passes:
@@ -109,9 +116,14 @@ async def follow_ncu(
     options: NcuOptions,
     run: Callable[[Callable[[str], None]], Awaitable[ProcessResult]],
     on_progress: Callable[[NcuProgress], None] | None = None,
+    skip_kernels: int = 0,
 ) -> NcuOutcome:
-    """Follow an ncu process to its end: `run(feed)` runs it (fresh, or a warm worker already under ncu)."""
-    parser = _ProgressParser(on_progress)
+    """Follow an ncu process to its end: `run(feed)` runs it (fresh, or a warm worker already under ncu).
+
+    `skip_kernels`: how many of ncu's first profiled kernels are not the job's (a primed worker's own), left out
+    of the passes and the progress, however much of their output `feed` is given.
+    """
+    parser = _ProgressParser(on_progress, skip_kernels)
     result = await run(parser.feed)
     parser.feed("\n")
     text = result.stdout + "\n" + result.stderr

@@ -90,18 +90,6 @@ class _Job:
             self._progress(Progress(stage=stage, message=message, elapsed_seconds=elapsed, **fields))
 
 
-def _without_warmup(outcome: NcuOutcome, report: Path, primed: bool) -> NcuOutcome:
-    """A warm worker's ncu run as the job's own: its report moved to `report`, or, for a primed worker, none
-    when no job kernel was profiled (the report would hold the worker's own kernel only, and ncu said nothing
-    of missing kernels)."""
-    if outcome.report is None:
-        return outcome
-    if primed and not outcome.passes and outcome.returncode == 0:
-        outcome.report.unlink()
-        return dataclasses.replace(outcome, report=None, no_kernels=True)
-    return dataclasses.replace(outcome, report=Path(shutil.move(outcome.report, report)))
-
-
 class Scheduler:
     """Runs compile, profile and analyze jobs."""
 
@@ -421,22 +409,20 @@ class Scheduler:
         warm = argv[1:3] == ["-m", HARNESS_MODULE] and options == self._default_ncu_options(options.export_path)
         standby = await self.standby.take(kind) if warm else None
         if standby is not None:
-            warm_options = self._warm_ncu_options(standby.directory / REPORT_NAME)
-            command = ncu_command(self.host.ncu.path, warm_options, argv)
-
-            def run(feed: Callable[[str], None]) -> Awaitable[ProcessResult]:
-                timeout = self.config.limits.job_timeout_s
-                return standby.run(argv[3:], cwd=job.workspace, stdin="", timeout=timeout, on_stdout=feed)
-
-            primed = self._prime_ncu_workers
-
-            def job_progress(event: NcuProgress) -> None:
-                # ncu counts a primed worker's own kernel too: the job's kernels start at its second.
-                on_progress(dataclasses.replace(event, kernel_index=event.kernel_index - primed))
-
             try:
-                outcome = await follow_ncu(command, warm_options, run, job_progress)
-                return _without_warmup(outcome, options.export_path, primed)
+                warm_options = self._warm_ncu_options(standby.directory / REPORT_NAME)
+                command = ncu_command(self.host.ncu.path, warm_options, argv)
+
+                def run(feed: Callable[[str], None]) -> Awaitable[ProcessResult]:
+                    timeout = self.config.limits.job_timeout_s
+                    return standby.run(argv[3:], cwd=job.workspace, stdin="", timeout=timeout, on_stdout=feed)
+
+                # A primed worker's own kernel is ncu's first; the analysis leaves it out of the report's too.
+                skip = 1 if self._prime_ncu_workers else 0
+                outcome = await follow_ncu(command, warm_options, run, on_progress, skip_kernels=skip)
+                if outcome.report is not None:
+                    outcome.report = Path(shutil.move(outcome.report, options.export_path))
+                return outcome
             except StandbyGone:
                 pass  # it died before taking the job: run the job fresh
             finally:

@@ -222,13 +222,16 @@ class StandbyPool:
     async def _prime_first(self, kind: str, lock: asyncio.Lock) -> None:
         while (waiting := self._current.get(kind)) and not self._closed:
             task = waiting[0]
-            # Shielded: cancelling the waiter (at close, or a cancelled job) must not cancel the start.
-            standby = await asyncio.shield(task)
+            # Shielded: cancelling the waiter (at close) must not cancel the start.
+            await asyncio.wait([task])
+            standby = None if task.cancelled() or task.exception() is not None else task.result()
             if standby is None or standby.primed:
                 return
             # Loading takes seconds: wait for it without holding the GPU.
             if not await standby.until_loaded(READY_TIMEOUT_S):
-                return  # it died: the job that takes it says so and starts a fresh process
+                if waiting and waiting[0] is task:
+                    return  # the oldest died: the job that takes it says so and starts a fresh process
+                continue  # it was taken or stopped meanwhile: go on with the next oldest
             await _until_idle(lock, PRIME_IDLE_S)
             async with lock:
                 if waiting and waiting[0] is task and not standby.primed:
@@ -262,6 +265,7 @@ class StandbyPool:
         except BaseException:
             # Left running, a primed worker would hold every later profile on its GPU up (ncu's hold).
             standby.discard()
+            self._prime_oldest(kind)
             raise
         # The next oldest primes once the taker's job frees the GPU.
         self._prime_oldest(kind)
@@ -291,12 +295,18 @@ class StandbyPool:
         """Stop the kind's worker for the duration (for jobs that need its GPU to themselves), then warm one again."""
         waiting = self._current.get(kind, collections.deque())
         stopped = len(waiting)
-        while waiting:
-            standby = await waiting.popleft()
-            if standby is not None:
-                standby.discard()
-                await standby.process.finish(5)
         try:
+            while waiting:
+                task = waiting.popleft()
+                try:
+                    # Shielded: a cancelled job must not cancel a start another waiter (the priming) awaits.
+                    standby = await asyncio.shield(task)
+                except asyncio.CancelledError:
+                    task.add_done_callback(_discard_started)
+                    raise
+                if standby is not None:
+                    standby.discard()
+                    await standby.process.finish(5)
             yield
         finally:
             for _ in range(stopped):

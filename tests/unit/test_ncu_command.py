@@ -56,3 +56,21 @@ def test_progress_and_pass_counts_from_streamed_output():
     assert parser.passes == [38, 37]
     assert [e.percent for e in events if e.kernel_index == 1] == [0, 50, 100]
     assert events[-1] == NcuProgress(kernel_index=2, kernel_name="relu2_k", percent=100, passes=37)
+
+
+def test_a_primed_workers_own_kernel_is_left_out_of_passes_and_progress():
+    # The worker's own kernel (ncu's 0) may reach the parser or not, depending on when the job's listener came.
+    events: list[NcuProgress] = []
+    parser = _ProgressParser(events.append, skip_kernels=1)
+    for chunk in [
+        '==PROF== Profiling "spin_kernel" - 0: 0%....50%....100% - 27 passes\n',
+        '==PROF== Profiling "vga_linear_kernel" - 1: 0%....100% - 27 passes\n',
+        '==PROF== Profiling "relu2_k" - 2: 0%',
+    ]:
+        parser.feed(chunk)
+    parser.feed("....100% - 26 passes\n")
+    assert parser.passes == [27, 26]
+    assert {e.kernel_name for e in events} == {"vga_linear_kernel", "relu2_k"}
+    assert events[0].kernel_index == 1 and events[-1] == NcuProgress(
+        kernel_index=2, kernel_name="relu2_k", percent=100, passes=26
+    )

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 import profsvc.worker.standby as worker_standby
+from profsvc import proc
 from profsvc.proc import StartedProcess, run_process
 from profsvc.scheduler.standby import MAX_FAILED_STARTS, PRIME_IDLE_S, Standby, StandbyGone, StandbyPool, StandbySpec
 from profsvc.worker.standby import CHANNEL, LOADED, PRIME, READY, WARM_PROFILER, split_standby_args, wait_for_job
@@ -868,3 +869,18 @@ def test_a_take_cancelled_while_the_worker_warms_leaves_no_worker_behind(tmp_pat
             await _until(lambda: _gone(first), 10, "the worker the cancelled take waited for is gone")
 
     asyncio.run(body())
+
+
+def test_a_finished_process_is_never_killed_again(monkeypatch):
+    # Its pid may belong to another process (and session) by the time a late discard() comes.
+    kills: list[int] = []
+    monkeypatch.setattr(proc, "_kill_group", kills.append)
+
+    async def body() -> int:
+        process = await StartedProcess.start(["true"], cwd=Path("/"), env=os.environ)
+        await process.finish(10)
+        after_finish = len(kills)
+        process.kill()
+        return after_finish
+
+    assert asyncio.run(body()) == len(kills) == 1
