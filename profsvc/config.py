@@ -82,6 +82,10 @@ class ServerConfig(BaseModel):
     warm_workers: bool = Field(
         default=True, description="keep one worker of each kind started ahead of jobs (torch, CUDA context, ncu)"
     )
+    ncu_warmup: bool = Field(
+        default=True,
+        description="on a one-GPU host, warm ncu workers profile a kernel of their own before their job",
+    )
     metrics_port: int | None = Field(default=None, ge=0, le=65535, description="Prometheus /metrics port")
     limits: Limits = Field(default_factory=Limits)
 

@@ -86,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--no-warm-workers", action="store_true", help="start every worker fresh (no processes kept warm ahead of jobs)"
     )
+    serve.add_argument(
+        "--no-ncu-warmup",
+        action="store_true",
+        help="warm ncu workers do not profile a kernel of their own before their job (README: ncu's first kernel)",
+    )
 
     caps = commands.add_parser("capabilities", help="what the server offers (GPUs, ncu, metric sets)")
     _add_target(caps)
@@ -299,6 +304,7 @@ def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     options: dict[str, object] = {"host": args.host, "port": args.port, "metrics_port": args.metrics_port}
     options["warm_workers"] = not args.no_warm_workers
+    options["ncu_warmup"] = not args.no_ncu_warmup
     if args.job_timeout is not None:
         options["limits"] = {"job_timeout_s": args.job_timeout}
     if args.state_dir is not None:

@@ -111,10 +111,10 @@ class Scheduler:
         self._admitted = 0
         self._waiting_for_gpu = 0
         self.standby = StandbyPool(config.state_dir / "standby")
-        # A primed worker holds ncu's cross-process lock while it waits (measured on one H200:
-        # tools/ncu_lock_probe.sh). Whether that lock is per GPU is not measured: with several GPUs, an idle
+        # A primed worker holds up every other ncu's kernels on its GPU while it waits (measured on one H200:
+        # tools/ncu_lock_probe.sh). Whether that hold spans GPUs is not measured: with several GPUs, an idle
         # primed worker might hold up every other GPU's profiles, so only a one-GPU host primes.
-        self._prime_ncu_workers = len(host.gpus) == 1
+        self._prime_ncu_workers = config.ncu_warmup and len(host.gpus) == 1
         self.compiled = CompiledSources()
 
     # ------------------------------------------------------------ warm workers

@@ -4,26 +4,34 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from profsvc.config import ServerConfig
 from profsvc.host import HostInfo
 from profsvc.ncu.command import PROFILER_WARMUP_RANGE
 from profsvc.ncu.locate import NcuInstall
 from profsvc.sandbox import Sandbox
 from profsvc.scheduler.scheduler import Scheduler
+from profsvc.server import app
 from profsvc.telemetry import Telemetry
 from profsvc.worker.standby import WARM_PROFILER
+from profsvc_client import cli
 from profsvc_client.models import GpuInfo
 
 
-def _scheduler(tmp_path: Path, gpus: int) -> Scheduler:
+def _scheduler(tmp_path: Path, gpus: int, **config: object) -> Scheduler:
     host = HostInfo(
         gpus=[
             GpuInfo(index=i, name="NVIDIA H200", compute_capability="9.0", memory_bytes=1 << 30) for i in range(gpus)
         ],
         ncu=NcuInstall(path="/usr/local/bin/ncu", version="2025.3.1"),
     )
-    config = ServerConfig(state_dir=tmp_path / "state")
-    return Scheduler(config, host, Sandbox(network_prefix=(), memory_prefix=()), Telemetry())
+    return Scheduler(
+        ServerConfig(state_dir=tmp_path / "state", **config),
+        host,
+        Sandbox(network_prefix=(), memory_prefix=()),
+        Telemetry(),
+    )
 
 
 def test_a_one_gpu_host_primes_its_ncu_workers_with_their_own_range(tmp_path):
@@ -37,12 +45,26 @@ def test_a_one_gpu_host_primes_its_ncu_workers_with_their_own_range(tmp_path):
     assert f"{PROFILER_WARMUP_RANGE}/" in spec.command(tmp_path)
 
 
-def test_a_host_with_several_gpus_does_not_prime(tmp_path):
-    # ncu's lock is held by a primed worker while it waits; its scope across GPUs is not measured.
-    scheduler = _scheduler(tmp_path, gpus=2)
-    for gpu in (0, 1):
+@pytest.mark.parametrize(("gpus", "config"), [(2, {}), (1, {"ncu_warmup": False})], ids=["two GPUs", "turned off"])
+def test_no_priming_with_several_gpus_or_when_turned_off(tmp_path, gpus, config):
+    # A primed worker holds up other ncu runs while it waits; the hold's scope across GPUs is not measured.
+    scheduler = _scheduler(tmp_path, gpus=gpus, **config)
+    for gpu in range(gpus):
         spec = scheduler._ncu_standby_spec(gpu)
         assert spec.prime_lock is None
         assert WARM_PROFILER not in spec.environment(tmp_path)
     report = tmp_path / "r.ncu-rep"
     assert scheduler._warm_ncu_options(report) == scheduler._default_ncu_options(report)
+
+
+@pytest.mark.parametrize(("flag", "expected"), [([], True), (["--no-ncu-warmup"], False)])
+def test_serve_passes_the_ncu_warmup_choice_to_the_server(monkeypatch, tmp_path, flag, expected):
+    # The server itself is stood in for: what reaches it is the configuration `profsvc serve` built.
+    seen: list[ServerConfig] = []
+
+    async def serve(config: ServerConfig) -> None:
+        seen.append(config)
+
+    monkeypatch.setattr(app, "serve", serve)
+    assert cli.main(["serve", "--port", "0", "--state-dir", str(tmp_path), *flag]) == 0
+    assert [c.ncu_warmup for c in seen] == [expected]
