@@ -303,9 +303,8 @@ def bench_plain_ncu(ncu: str, runs: int, work: Path, results: dict[str, Any], ou
 
 def parity(out: Path, results: dict[str, Any]) -> None:
     """Compare the server's report with the plain run's: the same metrics, equal where deterministic."""
-    from profsvc.metrics.analysis import in_push_pop_range
+    from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE, in_push_pop_range
     from profsvc.metrics.reader import load_reader
-    from profsvc.ncu.command import PROFILER_WARMUP_RANGE
 
     reader = load_reader()
 

@@ -14,9 +14,9 @@ from pydantic import BaseModel, Field
 from profsvc.metrics.catalog import Catalog, load_catalog
 from profsvc.metrics.extract import device_info, kernel_result
 from profsvc.metrics.hotspots import lacks_line_info
+from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE, in_push_pop_range
 from profsvc.metrics.reader import load_reader
 from profsvc.metrics.roofline import load_roofline_params
-from profsvc.ncu.command import PROFILER_WARMUP_RANGE
 from profsvc_client.models import Aggregate, DeviceInfo, KernelFilter, KernelResult, KernelShare
 
 
@@ -83,17 +83,6 @@ def _selected_actions(context: Any, kernel_filter: KernelFilter) -> Iterator[Any
     """The report's actions (IAction) that pass the filter, in launch order, skip and count applied as ncu does."""
     stop = kernel_filter.launch_skip + kernel_filter.launch_count if kernel_filter.launch_count else None
     return itertools.islice(_matching_actions(context, kernel_filter), kernel_filter.launch_skip, stop)
-
-
-def in_push_pop_range(action: Any, name: str) -> bool:
-    """True when the launch was inside an NVTX push/pop range of that name (any domain, any depth).
-
-    Read through the action's NVTX state, which is safe whatever was imported before ncu_report.
-    """
-    state = action.nvtx_state()
-    if state is None:
-        return False
-    return any(name in state.domain_by_id(domain).push_pop_ranges() for domain in state.domains())
 
 
 def _matching_actions(context: Any, kernel_filter: KernelFilter) -> Iterator[Any]:

@@ -10,9 +10,6 @@ from pathlib import Path
 # Ranges a .cu program marks with NVTX: any push/pop range, any start/end range.
 ANY_PUSH_POP_RANGE = "regex:.+/"
 ANY_START_END_RANGE = "regex:.+"
-# A warm profiling worker profiles one kernel of its own in this push/pop range before its job, paying ncu's
-# one-time set-up there (profsvc.worker.standby); its report holds that kernel too, and the analysis leaves it out.
-PROFILER_WARMUP_RANGE = "profsvc-warmup"
 _NVTX_USE = re.compile(
     r"\bnvtx(?:Range(?:Push|Start)|DomainRange(?:Push|Start))\w*\s*\(|nvtx3::scoped_range|NVTX3_FUNC_RANGE"
 )

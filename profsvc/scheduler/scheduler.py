@@ -29,10 +29,10 @@ from profsvc.host import HostInfo
 from profsvc.jobenv import job_environment
 from profsvc.metrics.analysis import ReportAnalysis
 from profsvc.metrics.catalog import load_catalog
+from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE
 from profsvc.ncu.command import (
     ANY_PUSH_POP_RANGE,
     ANY_START_END_RANGE,
-    PROFILER_WARMUP_RANGE,
     NcuOptions,
     marks_nvtx_ranges,
     ncu_command,

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from profsvc.ncu.command import PROFILER_WARMUP_RANGE
+from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE
 from profsvc.worker.benchmark import run_benchmark
 from profsvc.worker.correctness import run_correctness
 from profsvc.worker.faults import fault_kind

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from profsvc.metrics.analysis import analyze_report, in_push_pop_range
+from profsvc.metrics.analysis import analyze_report
+from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE, in_push_pop_range
 from profsvc.metrics.reader import load_reader
-from profsvc.ncu.command import PROFILER_WARMUP_RANGE
 from profsvc_client.client import ProfilerClient, load_source
 from profsvc_client.models import KernelFilter, KernelSource, ProfileResult, SourceFile, Stage
 from tests.conftest import FIXTURES, run_cli

@@ -8,7 +8,7 @@ import pytest
 
 from profsvc.config import ServerConfig
 from profsvc.host import HostInfo
-from profsvc.ncu.command import PROFILER_WARMUP_RANGE
+from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE
 from profsvc.ncu.locate import NcuInstall
 from profsvc.sandbox import Sandbox
 from profsvc.scheduler.scheduler import Scheduler
