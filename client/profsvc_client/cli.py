@@ -244,7 +244,8 @@ def _emit_compile(result: CompileResult, args: argparse.Namespace) -> int:
         for unit in result.units:
             print(f"  built {unit.name} ({'cached' if unit.cached else f'{unit.seconds:.1f} s'})")
         for d in result.diagnostics:
-            where = f"{d.file}:{d.line}:{d.column}: " if d.file else ""
+            # file:line:column as compilers print it; a message about the whole file has no line.
+            where = f"{d.file}:{d.line}:{d.column}: " if d.file and d.line else f"{d.file}: " if d.file else ""
             print(f"{where}{d.severity.value}: {d.message}")
     return EXIT_OK if result.ok else EXIT_RESULT_FAILED
 

@@ -40,6 +40,7 @@ class HarnessStatus:
     benchmark: dict[str, Any] | None = None
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase of the job
     line: int = 0  # the main file's line an error last passed through
+    warnings: list[str] = field(default_factory=list)  # what an OK compile did not check
 
     def phase_seconds(self) -> dict[str, float]:
         """The known phases with a plausible time: the file lies in the job's folder, where user code can write."""
@@ -67,6 +68,9 @@ class HarnessStatus:
             return None
         builds = fields.get("builds", [])
         if not isinstance(builds, list) or not all(isinstance(b, dict) for b in builds):
+            return None
+        warnings = fields.get("warnings", [])
+        if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
             return None
         return cls(**fields)
 
@@ -141,7 +145,8 @@ def compile_result(status: HarnessStatus, user_file: str, seconds: float) -> Com
         for b in status.builds
     ]
     if status.ok:
-        return CompileResult(ok=True, seconds=seconds, units=units)
+        warnings = [Diagnostic(file=user_file, severity=Severity.WARNING, message=w) for w in status.warnings]
+        return CompileResult(ok=True, diagnostics=warnings, seconds=seconds, units=units)
     if status.kind == "timeout":
         message = f"the build did not finish within its time limit and was killed ({seconds:.0f} s)"
         return CompileResult(ok=False, diagnostics=[_error(message)], seconds=seconds, units=units)

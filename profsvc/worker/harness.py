@@ -99,7 +99,13 @@ def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecord
         # No GPU here: extensions the module builds lazily (on its first call) are built now where their
         # arguments are known statically, so the GPU job finds them in the cache.
         with _phase(status, "prebuild"):
-            prebuild(sys.modules[main.stem])
+            prebuilt = prebuild(sys.modules[main.stem])
+        if prebuilt.without_cuda:
+            # An OK with nothing built would read as "the CUDA code compiles": say what was not checked.
+            status["warnings"] = [
+                f"{prebuilt.without_cuda} load_inline build(s) not made: this server's torch ({torch.__version__}) "
+                "has no CUDA, so the CUDA code was not compiled; a server with a CUDA build of torch compiles it"
+            ]
         status["ok"] = True
         return
     status["stage"] = "running"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 # torch's message for a failed build (the harness reports these as compile errors).
 BUILD_ERROR_PREFIX = "Error building extension"
@@ -68,8 +68,15 @@ def lazy_load_inline_calls(source: str, namespace: dict[str, Any]) -> list[tuple
     return calls
 
 
-def prebuild(module: ModuleType) -> int:
-    """Make the module's statically known lazy load_inline calls now; return how many were made.
+class Prebuilt(NamedTuple):
+    """What prebuild did: calls made, and calls left unmade because this torch has no CUDA."""
+
+    made: int
+    without_cuda: int
+
+
+def prebuild(module: ModuleType) -> Prebuilt:
+    """Make the module's statically known lazy load_inline calls now.
 
     A build error is raised (the user learns of it at compile time, located in their file); any other
     failure leaves the call to run when the code makes it, where it fails or not as it would have.
@@ -78,10 +85,16 @@ def prebuild(module: ModuleType) -> int:
     from torch.utils import cpp_extension
 
     path = Path(module.__file__ or "")
-    if torch.version.cuda is None or not path.is_file():
-        return 0  # a torch without CUDA builds no CUDA extension: the GPU job will
+    if not path.is_file():
+        return Prebuilt(0, 0)
+    calls = lazy_load_inline_calls(path.read_text(), vars(module))
+    if torch.version.cuda is None:
+        # A torch without CUDA builds no CUDA extension (a GPU server's job will), C++-only ones it does.
+        buildable = [(args, kwargs) for args, kwargs in calls if not _cuda_sources(args, kwargs)]
+    else:
+        buildable = calls
     made = 0
-    for args, kwargs in lazy_load_inline_calls(path.read_text(), vars(module)):
+    for args, kwargs in buildable:
         try:
             cpp_extension.load_inline(*args, **kwargs)
         except RuntimeError as error:
@@ -89,4 +102,9 @@ def prebuild(module: ModuleType) -> int:
                 raise
             continue
         made += 1
-    return made
+    return Prebuilt(made, len(calls) - len(buildable))
+
+
+def _cuda_sources(args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """The call's cuda_sources (load_inline's third parameter), None when it has none."""
+    return kwargs["cuda_sources"] if "cuda_sources" in kwargs else args[2] if len(args) > 2 else None

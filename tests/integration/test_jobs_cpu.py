@@ -189,3 +189,33 @@ def test_a_client_past_its_deadline_has_its_job_killed(cpu_client):
     while _harness_processes("deadline_spin.py") and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _harness_processes("deadline_spin.py")
+
+
+LAZY = PROBLEM.replace(
+    '_ext = load_inline(name="twice_ext", cpp_sources=_cpp, functions=["twice"], extra_cflags=["-DOFFSET=0"])',
+    """_cu = "__global__ void noop() {}"
+
+
+def _ext():
+    return load_inline(name="lazy_ext", cpp_sources=_cpp, cuda_sources=_cu, functions=["twice"])
+
+
+def _cpu_ext():
+    return load_inline(name="lazy_cpu_ext", cpp_sources=_cpp, functions=["twice"], extra_cflags=["-DOFFSET=0"])""",
+).replace("return _ext.twice(x)", "return _ext().twice(x)")
+
+
+def test_a_lazy_cuda_build_that_this_torch_cannot_make_is_a_warning_not_a_silent_ok(cpu_client):
+    import torch
+
+    result = cpu_client.compile(_source("lazy.py", LAZY))
+    assert result.ok, result.diagnostics
+    warnings = [d for d in result.diagnostics if d.severity == Severity.WARNING]
+    names = [u.name for u in result.units]
+    if torch.version.cuda is None:
+        # The C++-only call is built here; the CUDA one is not, and the answer says so.
+        assert names == ["lazy_cpu_ext"]
+        assert len(warnings) == 1 and warnings[0].file == "lazy.py"
+        assert "1 load_inline build(s) not made" in warnings[0].message and "has no CUDA" in warnings[0].message
+    else:
+        assert sorted(names) == ["lazy_cpu_ext", "lazy_ext"] and not warnings

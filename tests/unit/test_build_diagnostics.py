@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+
+import pytest
 
 from profsvc.build.diagnostics import FileMap, parse_diagnostics
 from profsvc.build.python_problem import HARNESS_PHASES, HarnessStatus, compile_result
@@ -89,3 +92,22 @@ def test_every_phase_the_harness_times_is_a_known_phase():
 
     timed = set(re.findall(r'_phase\(status, "(\w+)"\)', Path(harness.__file__).read_text()))
     assert timed and timed <= set(HARNESS_PHASES)
+
+
+def test_warnings_of_an_ok_compile_become_warning_diagnostics_in_the_users_file(tmp_path):
+    status_file = tmp_path / "status.json"
+    status_file.write_text(json.dumps({"ok": True, "stage": "compiling", "warnings": ["1 build not made"]}))
+    status = HarnessStatus.read(status_file, returncode=0, timed_out=False, output="")
+    result = compile_result(status, "seed47.py", 2.0)
+    assert result.ok
+    assert [(d.file, d.severity, d.message) for d in result.diagnostics] == [
+        ("seed47.py", Severity.WARNING, "1 build not made")
+    ]
+
+
+@pytest.mark.parametrize("warnings", ["one", [1], {"a": "b"}])
+def test_a_status_with_malformed_warnings_is_not_trusted(tmp_path, warnings):
+    status_file = tmp_path / "status.json"
+    status_file.write_text(json.dumps({"ok": True, "stage": "compiling", "warnings": warnings}))
+    status = HarnessStatus.read(status_file, returncode=0, timed_out=False, output="")
+    assert not status.ok and status.kind == "worker_exit"
