@@ -24,7 +24,7 @@ import pytest
 
 import profsvc.worker.standby as worker_standby
 from profsvc import proc
-from profsvc.proc import StartedProcess, run_process
+from profsvc.proc import ProcessResult, StartedProcess, run_process
 from profsvc.scheduler.standby import MAX_FAILED_STARTS, PRIME_IDLE_S, Standby, StandbyGone, StandbyPool, StandbySpec
 from profsvc.worker.standby import CHANNEL, LOADED, PRIME, READY, WARM_PROFILER, split_standby_args, wait_for_job
 from tests.conftest import FIXTURES
@@ -216,61 +216,48 @@ def test_started_process_runs_in_its_cwd_with_its_environment(tmp_path):
     assert result.stdout.split() == [str(tmp_path), "v42"]
 
 
-def test_started_process_timeout_kills_the_whole_process_group():
-    async def body():
-        # The background sleep keeps stdout open: only the group kill ends it.
-        process = await StartedProcess.start(["sh", "-c", "sleep 30 & echo $!; wait"], cwd=Path("/"), env=os.environ)
+def _finished(argv: list[str], timeout: float) -> tuple[ProcessResult, float]:
+    """Start argv, finish it with `timeout`: its result and how long finishing took."""
+
+    async def body() -> tuple[ProcessResult, float]:
+        process = await StartedProcess.start(argv, cwd=Path("/"), env=os.environ)
         start = time.monotonic()
-        result = await process.finish(1.0)
+        result = await process.finish(timeout)
         return result, time.monotonic() - start
 
-    result, seconds = asyncio.run(body())
+    return asyncio.run(body())
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    """True once no process has this pid, polled for at most `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _gone(pid)
+
+
+def test_started_process_timeout_kills_the_whole_process_group():
+    # The background sleep keeps stdout open: only the group kill ends it.
+    result, seconds = _finished(["sh", "-c", "sleep 30 & echo $!; wait"], 1.0)
     assert result.timed_out and not result.ok
     assert result.returncode == -signal.SIGKILL
     assert seconds < 10
-    grandchild = int(result.stdout.split()[0])
-    deadline = time.monotonic() + 5
-    while not _gone(grandchild) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _gone(grandchild)
+    assert _gone_within(int(result.stdout.split()[0]), 5)
 
 
 def test_started_process_ends_with_its_exit_though_a_child_left_behind_holds_stdout():
-    async def body():
-        # The shell exits at once; its background sleep keeps stdout open for 30 s.
-        process = await StartedProcess.start(["sh", "-c", "sleep 30 & echo $!"], cwd=Path("/"), env=os.environ)
-        start = time.monotonic()
-        result = await process.finish(60)
-        return result, time.monotonic() - start
-
-    result, seconds = asyncio.run(body())
+    # The shell exits at once; its background sleep keeps stdout open for 30 s.
+    result, seconds = _finished(["sh", "-c", "sleep 30 & echo $!"], 60)
     assert result.ok and not result.timed_out
     assert seconds < 10, f"waited {seconds:.1f} s for the child left behind"
-    left_behind = int(result.stdout.split()[0])
-    deadline = time.monotonic() + 5
-    while not _gone(left_behind) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _gone(left_behind), "the child left behind in the group still runs"
+    assert _gone_within(int(result.stdout.split()[0]), 5), "the child left behind in the group still runs"
 
 
 def test_started_process_kills_a_child_that_moved_to_a_process_group_of_its_own():
     code = "import os, sys, time; os.setpgid(0, 0); print(os.getpid(), flush=True); time.sleep(30)"
-
-    async def body():
-        process = await StartedProcess.start(
-            ["sh", "-c", f'{sys.executable} -c "{code}" & sleep 0.5; echo done'], cwd=Path("/"), env=os.environ
-        )
-        start = time.monotonic()
-        result = await process.finish(60)
-        return result, time.monotonic() - start
-
-    result, seconds = asyncio.run(body())
+    result, seconds = _finished(["sh", "-c", f'{sys.executable} -c "{code}" & sleep 0.5; echo done'], 60)
     assert result.ok and seconds < 10
-    moved = int(result.stdout.split()[0])
-    deadline = time.monotonic() + 5
-    while not _gone(moved) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _gone(moved), "the child in a group of its own outlived the job"
+    assert _gone_within(int(result.stdout.split()[0]), 5), "the child in a group of its own outlived the job"
 
 
 def test_started_process_kill_ends_it_and_running_says_so():
