@@ -153,6 +153,16 @@ def _discard_started(task: asyncio.Task[Standby | None]) -> None:
         standby.discard()
 
 
+async def _started(task: asyncio.Task[Standby | None]) -> Standby | None:
+    """The worker a start task made. Shielded: a cancelled waiter (a job whose client went away) does not cancel
+    the start, which another waiter (the priming) may await; the worker it would have had is discarded."""
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.add_done_callback(_discard_started)
+        raise
+
+
 class StandbyPool:
     """Keeps one warm worker per registered kind."""
 
@@ -249,12 +259,7 @@ class StandbyPool:
         # The oldest is the nearest to ready.
         task = waiting.popleft()
         self._refill(kind)
-        try:
-            standby = await asyncio.shield(task)
-        except asyncio.CancelledError:
-            # The job was cancelled (its client went away): the worker it would have taken is nobody's.
-            task.add_done_callback(_discard_started)
-            raise
+        standby = await _started(task)
         if standby is None:
             self._failed(kind)
             return None
@@ -270,8 +275,7 @@ class StandbyPool:
         # The next oldest primes once the taker's job frees the GPU.
         self._prime_oldest(kind)
         if not came_up:
-            standby.process.kill()
-            result = await standby.process.finish(0)
+            result = await standby.process.finish(0)  # kills it where it still runs
             # ncu writes its own errors (==ERROR==) to stdout: keep both streams' tails.
             output = "\n".join(t for t in (result.stdout[-1000:].strip(), result.stderr[-1000:].strip()) if t)
             log.warning("a warm %s worker did not come up (exit %d): %s", kind, result.returncode, output)
@@ -297,13 +301,7 @@ class StandbyPool:
         stopped = len(waiting)
         try:
             while waiting:
-                task = waiting.popleft()
-                try:
-                    # Shielded: a cancelled job must not cancel a start another waiter (the priming) awaits.
-                    standby = await asyncio.shield(task)
-                except asyncio.CancelledError:
-                    task.add_done_callback(_discard_started)
-                    raise
+                standby = await _started(waiting.popleft())
                 if standby is not None:
                     standby.discard()
                     await standby.process.finish(5)
