@@ -154,7 +154,7 @@ def bench_builds(work: Path, runs: int, results: dict[str, Any]) -> None:
 class Server:
     """`profsvc serve` in a subprocess."""
 
-    def __init__(self, work: Path, name: str, warm: bool) -> None:
+    def __init__(self, work: Path, name: str, warm: bool, options: tuple[str, ...] = ()) -> None:
         self.state = work / name
         self.warm = warm
         self.port = _free_port()
@@ -163,6 +163,7 @@ class Server:
         command += ["--state-dir", str(self.state), "--metrics-port", str(self.metrics_port), "--job-timeout", "80"]
         if not warm:
             command.append("--no-warm-workers")
+        command += options
         self.log = open(work / f"{name}.log", "w")
         self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
         self.target = f"127.0.0.1:{self.port}"
