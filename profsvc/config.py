@@ -87,6 +87,9 @@ class ServerConfig(BaseModel):
         description="on a one-GPU host, warm ncu workers profile a kernel of their own before their job",
     )
     metrics_port: int | None = Field(default=None, ge=0, le=65535, description="Prometheus /metrics port")
+    shutdown_grace_s: float = Field(
+        default=30.0, ge=0, description="on SIGTERM or SIGINT, requests in flight get this long to finish"
+    )
     limits: Limits = Field(default_factory=Limits)
 
     @model_validator(mode="after")

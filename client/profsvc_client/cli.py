@@ -84,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--metrics-port", type=_port, default=None, help="serve Prometheus /metrics on this port")
     serve.add_argument("--job-timeout", type=float, default=None, help="kill a job's process after this many seconds")
     serve.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=None,
+        help="on SIGTERM or SIGINT, seconds the requests in flight get to finish (default 30)",
+    )
+    serve.add_argument(
         "--no-warm-workers", action="store_true", help="start every worker fresh (no processes kept warm ahead of jobs)"
     )
     serve.add_argument(
@@ -306,6 +312,8 @@ def _serve(args: argparse.Namespace) -> int:
     options: dict[str, object] = {"host": args.host, "port": args.port, "metrics_port": args.metrics_port}
     options["warm_workers"] = not args.no_warm_workers
     options["ncu_warmup"] = not args.no_ncu_warmup
+    if args.shutdown_grace is not None:
+        options["shutdown_grace_s"] = args.shutdown_grace
     if args.job_timeout is not None:
         options["limits"] = {"job_timeout_s": args.job_timeout}
     if args.state_dir is not None:

@@ -121,6 +121,7 @@ class Scheduler:
 
     async def start(self) -> None:
         """Start the warm workers the configuration asks for (see scheduler.standby)."""
+        self.standby.remove_stale()
         if not self.config.warm_workers:
             return
         # Two where jobs arrive faster than a worker warms up (a batch): builds, and profiles on each GPU.

@@ -163,6 +163,16 @@ async def _started(task: asyncio.Task[Standby | None]) -> Standby | None:
         raise
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
 class StandbyPool:
     """Keeps one warm worker per registered kind."""
 
@@ -183,6 +193,13 @@ class StandbyPool:
         for _ in range(depth):
             self._refill(kind)
         self._prime_oldest(kind)
+
+    def remove_stale(self) -> None:
+        """Remove the directories of workers whose server is gone (one stopped by SIGKILL or a crash)."""
+        for directory in self.root.glob("*-*-*"):
+            pid = directory.name.rsplit("-", 2)[1]
+            if pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(directory, ignore_errors=True)
 
     def kinds(self) -> list[str]:
         """The kinds kept warm."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import threading
 from dataclasses import dataclass
 
@@ -34,6 +35,7 @@ class RunningServer:
     server: grpc.aio.Server
     port: int
     scheduler: Scheduler
+    health: health.aio.HealthServicer
 
 
 def _credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
@@ -107,17 +109,42 @@ async def start_server(config: ServerConfig) -> RunningServer:
         "TLS" if config.security.tls_cert else "plaintext",
         "token required" if token is not None else "no token",
     )
-    return RunningServer(server=server, port=port, scheduler=scheduler)
+    return RunningServer(server=server, port=port, scheduler=scheduler, health=health_servicer)
 
 
 async def serve(config: ServerConfig) -> None:
-    """Run until interrupted."""
+    """Run until SIGTERM or SIGINT, then drain: requests in flight get the grace, new ones are refused.
+
+    A second signal cuts the grace short. The handlers also replace an ignored SIGINT (a server started in
+    the background of a script), so both signals always stop the server, and stop it the same way.
+    """
     running = await start_server(config)
+    signals = asyncio.Queue[int]()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, signals.put_nowait, signum)
     try:
-        await running.server.wait_for_termination()
+        signum = await signals.get()
+        log.info(
+            "%s: finishing the requests in flight (up to %g s), refusing new ones",
+            signal.Signals(signum).name,
+            config.shutdown_grace_s,
+        )
+        await running.health.enter_graceful_shutdown()
+        draining = asyncio.create_task(running.server.stop(grace=config.shutdown_grace_s))
+        second = asyncio.create_task(signals.get())
+        await asyncio.wait((draining, second), return_when=asyncio.FIRST_COMPLETED)
+        if not draining.done():
+            log.info("second signal: cancelling the requests in flight")
+            await running.server.stop(grace=None)
+            await draining
+        second.cancel()
     finally:
-        await running.server.stop(grace=5)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        await running.server.stop(grace=None)
         await running.scheduler.close()
+        log.info("profsvc stopped")
 
 
 class EmbeddedServer:
