@@ -66,11 +66,15 @@ class Figure(_Entry):
     metric: tuple[str, ...] = ()
     formula: str | None = None
     inputs: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    # A count rebuilt from a rate (rate x cycles): rounded, so that float error does not show in a count.
+    whole: bool = False
 
     @model_validator(mode="after")
     def _one_source(self) -> Figure:
         if bool(self.metric) == bool(self.formula):
             raise ValueError("give exactly one of `metric` or `formula`")
+        if self.whole and not self.formula:
+            raise ValueError("`whole` rounds a formula's value: a direct metric is ncu's value, unchanged")
         if self.formula:
             if not self.inputs:
                 raise ValueError("a formula needs `inputs`")

@@ -65,7 +65,9 @@ def figure_value(action: Any, figure: Figure) -> float | None:
         return first_numeric(action, figure.metric)
     inputs = {name: first_numeric(action, names) for name, names in figure.inputs.items()}
     value = figure.evaluator(inputs)
-    return None if value is None else float(value)
+    if value is None:
+        return None
+    return float(round(value)) if figure.whole else float(value)
 
 
 def breakdown_value(action: Any, breakdown: Breakdown) -> float | None:

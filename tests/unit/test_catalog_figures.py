@@ -16,6 +16,8 @@ from tests.conftest import FIXTURES, REPORTS, first_action
 CATALOG = load_catalog()
 SEED = FIXTURES / "seed47_full.ncu-rep"
 BIG = FIXTURES / "big_full.ncu-rep"
+# A report from a primed warm ncu worker (H200): its own warm-up kernel first, then the seed's.
+PRIMED = FIXTURES / "primed" / "seed47_primed.ncu-rep"
 # The names other code (the rule table) is written against, with the unit each must carry.
 REQUIRED = {
     "l1_hit_rate_pct": "%",
@@ -105,6 +107,9 @@ def test_scalar_figure_equals_ncu_report(reader, report, name):
         expected = _ncu_value(action, figure.metric)
     else:
         expected = _python_eval(figure.formula, {n: _ncu_value(action, ns) for n, ns in figure.inputs.items()})
+        if figure.whole and expected is not None:
+            assert abs(expected - round(expected)) < 1e-6 * max(1.0, abs(expected)), "a count far from whole"
+            expected = round(expected)
     assert ours.value == expected
     assert ours.unit == figure.unit
 
@@ -279,6 +284,19 @@ def test_malformed_breakdown_is_rejected_naming_it(change, message):
     with pytest.raises(CatalogError, match=message) as caught:
         parse_catalog({"figure": [{**FIGURE, "name": "other"}], "breakdown": [{**BREAKDOWN, **change}]})
     assert "'hmma'" in str(caught.value)
+
+
+def test_whole_is_refused_on_a_direct_metric():
+    with pytest.raises(CatalogError, match="whole"):
+        parse_catalog({"figure": [{**FIGURE, "whole": True}]})
+
+
+def test_a_count_rebuilt_from_a_rate_is_whole_and_the_same_in_every_report_of_the_kernel():
+    # The primed worker's report (H200) gives (fadd + fmul + 2 ffma) per cycle x cycles = 259392.00000000003,
+    # the plain ncu runs 259392: a count is a whole number, and one kernel's count does not vary by run.
+    reports = [FIXTURES / f"seed47_{name}.ncu-rep" for name in ("default", "full", "lineinfo")] + [PRIMED]
+    values = {analyze_report(report).kernels[0].value("fp32_flop") for report in reports}
+    assert len(values) == 1 and next(iter(values)).is_integer(), values
 
 
 def test_a_breakdown_cannot_reuse_a_figure_name():

@@ -8,7 +8,8 @@ import pytest
 
 from profsvc.config import ServerConfig
 from profsvc.host import HostInfo
-from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE
+from profsvc.metrics.analysis import analyze_report
+from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE, in_push_pop_range
 from profsvc.ncu.locate import NcuInstall
 from profsvc.sandbox import Sandbox
 from profsvc.scheduler.scheduler import Scheduler
@@ -17,6 +18,7 @@ from profsvc.telemetry import Telemetry
 from profsvc.worker.standby import WARM_PROFILER
 from profsvc_client import cli
 from profsvc_client.models import GpuInfo
+from tests.conftest import FIXTURES
 
 
 def _scheduler(tmp_path: Path, gpus: int, **config: object) -> Scheduler:
@@ -68,3 +70,13 @@ def test_serve_passes_the_ncu_warmup_choice_to_the_server(monkeypatch, tmp_path,
     monkeypatch.setattr(app, "serve", serve)
     assert cli.main(["serve", "--port", "0", "--state-dir", str(tmp_path), *flag]) == 0
     assert [c.ncu_warmup for c in seen] == [expected]
+
+
+def test_a_primed_workers_real_report_is_read_without_its_warm_up_kernel(reader):
+    # Made on the H200 by a primed worker (benchmarks/bench_fastpath.py, 2026-12-03): two kernels in the report.
+    report = FIXTURES / "primed" / "seed47_primed.ncu-rep"
+    actions = [action for nvtx_range in reader.load_report(str(report)) for action in nvtx_range]
+    assert len(actions) == 2 and in_push_pop_range(actions[0], PROFILER_WARMUP_RANGE)
+    kernels = analyze_report(report).kernels
+    assert [kernel.name for kernel in kernels] == ["vga_linear_kernel"]
+    assert kernels[0].launch_index == 0
