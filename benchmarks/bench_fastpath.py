@@ -284,8 +284,10 @@ def bench_plain_ncu(ncu: str, runs: int, work: Path, results: dict[str, Any], ou
     """Plain `ncu --set full` around a fresh harness process, the extension already built (warm cache)."""
     if "torch_extensions_dir" not in results:
         # The build step was skipped: build torch's way once, untimed, so that the runs below find it cached.
-        log("plain ncu: building the extension torch's way first (untimed)")
-        timed_build("torch", work / "torch-build", python_env())
+        # Its time is the serial baseline's build (a fresh process per job builds torch's way).
+        log("plain ncu: building the extension torch's way first")
+        results["torch_build_for_plain_s"] = timed_build("torch", work / "torch-build", python_env())["seconds"]
+        log(f"  {results['torch_build_for_plain_s']:.2f} s")
         results["torch_extensions_dir"] = str(work / "torch-build")
     env = {**os.environ, "TORCH_EXTENSIONS_DIR": results["torch_extensions_dir"]}
     samples = []
@@ -411,21 +413,34 @@ def bench_throughput(server: Server, problems: list[Path], results: dict[str, An
 def table(results: dict[str, Any]) -> str:
     """The summary table (medians; ratio = baseline / profsvc)."""
     build = results.get("build", {})
-    # Each row: its label, profsvc's samples, the baseline's samples.
+    # Each row: its label, profsvc's samples and step, the baseline's samples and step.
     targets = [
-        ("cold build of the seed extension", build.get("split"), build.get("torch")),
-        ("  lever: split only, no precompiled header", build.get("split-nopch"), build.get("torch")),
-        ("  first build ever (precompiled header built too)", build.get("pch-first"), build.get("torch")),
-        ("profile, warm, through profsvc serve", results.get("warm_profile"), results.get("plain_ncu")),
-        ("  same server path, no warm workers", results.get("cold_profile"), results.get("plain_ncu")),
-        ("evaluate (no profile), warm", results.get("warm_evaluate"), results.get("cold_evaluate")),
+        ("cold build of the seed extension", build.get("split"), "build", build.get("torch"), "build"),
+        ("  lever: split only, no precompiled header", build.get("split-nopch"), "build", build.get("torch"), "build"),
+        (
+            "  first build ever (precompiled header built too)",
+            build.get("pch-first"),
+            "build",
+            build.get("torch"),
+            "build",
+        ),
+        (
+            "profile, warm, through profsvc serve",
+            results.get("warm_profile"),
+            "warm",
+            results.get("plain_ncu"),
+            "plain",
+        ),
+        ("  same server path, no warm workers", results.get("cold_profile"), "cold", results.get("plain_ncu"), "plain"),
+        ("evaluate (no profile), warm", results.get("warm_evaluate"), "warm", results.get("cold_evaluate"), "cold"),
     ]
+    skipped = set(results.get("skipped", []))
     rows = []
-    for target, ours_samples, base_samples in targets:
+    for target, ours_samples, ours_step, base_samples, base_step in targets:
         ours, base = median(ours_samples or []), median(base_samples or [])
         ratio = f"{base / ours:.1f}x" if ours and base else "n/a"
-        ours_text = f"{ours:.2f} s" if ours is not None else "failed"
-        base_text = f"{base:.2f} s" if base is not None else "failed"
+        ours_text = f"{ours:.2f} s" if ours is not None else "not run" if ours_step in skipped else "failed"
+        base_text = f"{base:.2f} s" if base is not None else "not run" if base_step in skipped else "failed"
         n = f"{len(ours_samples or [])} / {len(base_samples or [])}"
         rows.append(f"| {target} | {ours_text} | {base_text} | {ratio} | {n} |")
     throughput = results.get("throughput")
@@ -441,10 +456,12 @@ def table(results: dict[str, Any]) -> str:
             f"Throughput: {throughput['ok']}/{throughput['problems']} problems in {throughput['wall_s']:.1f} s = "
             f"{throughput['jobs_per_min']:.1f} jobs/min; "
             f"GPU lane busy {100 * throughput['gpu_lane_busy_fraction']:.0f} % "
-            f"of the wall time; nvidia-smi utilization mean {throughput['nvidia_smi_utilization_mean_pct']} %."
+            f"of the wall time; nvidia-smi utilization mean {throughput['nvidia_smi_utilization_mean_pct']:.1f} %."
         )
     if serial:
         lines.append(f"Serial fresh-process baseline: {serial:.1f} s per job = {60 / serial:.2f} jobs/min.")
+        if throughput:
+            lines.append(f"Throughput ratio: {throughput['jobs_per_min'] * serial / 60:.1f}x.")
     lines.append(f"Passes per profile (warm server): {results.get('warm_passes')}")
     lines.append(f"Parity with the plain ncu run: {json.dumps(results.get('parity'))}")
     return "\n".join(lines)
@@ -493,9 +510,11 @@ def main() -> int:
         warm.stop()
     step("plain", lambda: bench_plain_ncu(ncu, args.runs, work, results, args.out))
     step("parity", lambda: parity(args.out, results))
-    if results.get("build", {}).get("torch") and results.get("plain_ncu"):
+    torch_build = results.get("build", {}).get("torch") or [results.get("torch_build_for_plain_s")]
+    if torch_build[0] is not None and results.get("plain_ncu"):
         # One job done the usual way: a fresh process builds with torch's defaults, then a fresh ncu run.
-        results["serial_job_s"] = median(results["build"]["torch"]) + median(results["plain_ncu"])
+        results["serial_job_s"] = median(torch_build) + median(results["plain_ncu"])
+    results["skipped"] = args.skip
     cold = Server(work, "cold", warm=False)
     try:
         cold.wait_ready(())
