@@ -169,7 +169,7 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True  # another user's process
+        pass  # another user's process
     return True
 
 

@@ -79,6 +79,13 @@ class _Channel:
         return json.loads(line)
 
 
+def _announce(marker: Path) -> None:
+    """Create `marker` holding this pid, all at once: whoever sees the file sees its content."""
+    partial = marker.with_name(marker.name + ".partial")
+    partial.write_text(str(os.getpid()))
+    partial.replace(marker)
+
+
 def wait_for_job(
     directory: Path, server_pid: int, warm: Callable[[], None], prime: Callable[[], None] | None = None
 ) -> list[str]:
@@ -89,10 +96,10 @@ def wait_for_job(
     warm()
     channel = _Channel(directory, server_pid)
     if prime is not None:
-        (directory / LOADED).write_text(str(os.getpid()))
+        _announce(directory / LOADED)
         channel.line()
         prime()
-    (directory / READY).write_text(str(os.getpid()))
+    _announce(directory / READY)
     job = channel.line()
     os.close(channel.fd)
     os.chdir(job["cwd"])
