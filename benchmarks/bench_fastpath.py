@@ -93,7 +93,8 @@ start = time.monotonic()
 ext = cpp_extension.load_inline(**kwargs)
 seconds = time.monotonic() - start
 routes = [b.route for b in recorder.builds] if route != "torch" else ["torch"]
-print(json.dumps({"seconds": seconds, "routes": routes}))
+directories = [b.build_directory for b in recorder.builds] if route != "torch" else [kwargs["build_directory"]]
+print(json.dumps({"seconds": seconds, "routes": routes, "directories": directories}))
 """
 
 
@@ -121,18 +122,36 @@ def timed_build(route: str, cache: Path, env: dict[str, str]) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def ninja_steps(directory: str) -> dict[str, float]:
+    """Seconds per build step (object files, the link) from a build directory's .ninja_log."""
+    log_file = Path(directory) / ".ninja_log"
+    if not log_file.is_file():
+        return {}
+    steps = {}
+    for line in log_file.read_text().splitlines():
+        fields = line.split("\t")
+        if len(fields) == 5 and not line.startswith("#"):
+            steps[fields[3]] = (int(fields[1]) - int(fields[0])) / 1000
+    return steps
+
+
 def bench_builds(work: Path, runs: int, results: dict[str, Any]) -> None:
     """Cold builds: torch's default, the split route without and with the precompiled header."""
     env = python_env()
     samples: dict[str, list[float]] = {"torch": [], "split-nopch": [], "split": [], "pch-first": []}
+    # Where each build's time goes: ninja's seconds per step (compile units in parallel, then the link).
+    steps: dict[str, list[dict[str, float]]] = {route: [] for route in samples}
+
+    def record(route: str, outcome: dict[str, Any]) -> None:
+        samples[route].append(outcome["seconds"])
+        steps[route].append({k: v for d in outcome.get("directories", []) for k, v in ninja_steps(d).items()})
+        log(f"  {outcome['seconds']:.2f} s, steps {steps[route][-1]}")
+
     log("cold build, torch's default load_inline")
-    samples["torch"].append(timed_build("torch", work / "torch-build", env)["seconds"])
-    log(f"  {samples['torch'][-1]:.2f} s")
+    record("torch", timed_build("torch", work / "torch-build", env))
     shared = work / "split-cache"
     log("cold build, split route, first ever (builds the precompiled header too)")
-    first = timed_build("split", shared, env)
-    samples["pch-first"].append(first["seconds"])
-    log(f"  {first['seconds']:.2f} s")
+    record("pch-first", timed_build("split", shared, env))
     for i in range(runs):
         # A fresh extension cache each time, keeping the precompiled header (as a running server does).
         for entry in shared.iterdir():
@@ -142,12 +161,11 @@ def bench_builds(work: Path, runs: int, results: dict[str, Any]) -> None:
         outcome = timed_build("split", shared, env)
         if outcome["routes"] != ["split"]:
             raise RuntimeError(f"the split route was not taken: {outcome}")
-        samples["split"].append(outcome["seconds"])
-        log(f"  {outcome['seconds']:.2f} s")
+        record("split", outcome)
     log("cold build, split route without the precompiled header")
-    samples["split-nopch"].append(timed_build("split-nopch", work / "nopch-cache", env)["seconds"])
-    log(f"  {samples['split-nopch'][-1]:.2f} s")
+    record("split-nopch", timed_build("split-nopch", work / "nopch-cache", env))
     results["build"] = samples
+    results["build_steps"] = steps
     results["torch_extensions_dir"] = str(work / "torch-build")
 
 
