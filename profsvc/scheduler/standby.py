@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from profsvc.proc import ProcessResult, StartedProcess
-from profsvc.worker.standby import CHANNEL, LOADED, PRIME, READY
+from profsvc.worker.standby import CHANNEL, LOADED, PRIME, READY, pid_alive
 
 log = logging.getLogger("profsvc.standby")
 
@@ -163,16 +163,6 @@ async def _started(task: asyncio.Task[Standby | None]) -> Standby | None:
         raise
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # another user's process
-    return True
-
-
 class StandbyPool:
     """Keeps one warm worker per registered kind."""
 
@@ -198,7 +188,7 @@ class StandbyPool:
         """Remove the directories of workers whose server is gone (one stopped by SIGKILL or a crash)."""
         for directory in self.root.glob("*-*-*"):
             pid = directory.name.rsplit("-", 2)[1]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not pid_alive(int(pid)):
                 shutil.rmtree(directory, ignore_errors=True)
 
     def kinds(self) -> list[str]:

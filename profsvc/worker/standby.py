@@ -39,13 +39,14 @@ WARM_PROFILER = "PROFSVC_WARM_PROFILER"
 LIFELINE_S = 1.0
 
 
-def _server_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """True while a process with this pid exists (another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # another user's process
     return True
 
 
@@ -72,7 +73,7 @@ class _Channel:
             readable, _, _ = select.select([self.fd], [], [], LIFELINE_S)
             if readable:
                 self.pending += os.read(self.fd, 65536)
-            elif not _server_alive(self.server_pid) or not self.directory.is_dir():
+            elif not pid_alive(self.server_pid) or not self.directory.is_dir():
                 # A discarded worker's directory is gone: exit even where the kill missed this process.
                 sys.exit(0)
         line, self.pending = self.pending.split(b"\n", 1)
