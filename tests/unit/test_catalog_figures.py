@@ -12,6 +12,7 @@ from profsvc.metrics.expr import compile_expr
 from profsvc.metrics.extract import breakdown_value, occupancy_limiter
 from profsvc_client.models import FigureValue
 from tests.conftest import FIXTURES, REPORTS, first_action
+from tests.unit.test_parity import as_reported
 
 CATALOG = load_catalog()
 SEED = FIXTURES / "seed47_full.ncu-rep"
@@ -106,10 +107,9 @@ def test_scalar_figure_equals_ncu_report(reader, report, name):
     if figure.metric:
         expected = _ncu_value(action, figure.metric)
     else:
-        expected = _python_eval(figure.formula, {n: _ncu_value(action, ns) for n, ns in figure.inputs.items()})
-        if figure.whole and expected is not None:
-            assert abs(expected - round(expected)) < 1e-6 * max(1.0, abs(expected)), "a count far from whole"
-            expected = round(expected)
+        expected = as_reported(
+            figure, _python_eval(figure.formula, {n: _ncu_value(action, ns) for n, ns in figure.inputs.items()})
+        )
     assert ours.value == expected
     assert ours.unit == figure.unit
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from profsvc.metrics.analysis import analyze_report
-from profsvc.metrics.catalog import load_catalog
+from profsvc.metrics.catalog import Figure, load_catalog
 from tests.conftest import FIXTURES, REPORTS, first_action
 
 CATALOG = load_catalog()
@@ -19,6 +19,14 @@ def _ncu_value(action, names):
         if metric is not None and isinstance(metric.value(), int | float):
             return float(metric.value())
     return None
+
+
+def as_reported(figure: Figure, expected: float | None) -> float | None:
+    """A formula's value as the catalog reports it: a `whole` count, whole up to float error, is rounded."""
+    if not figure.whole or expected is None:
+        return expected
+    assert math.isclose(expected, round(expected), rel_tol=1e-9), f"{figure.name}: {expected} is far from whole"
+    return round(expected)
 
 
 @pytest.mark.parametrize("report", REPORTS, ids=lambda p: p.name)
@@ -35,10 +43,7 @@ def test_every_catalog_figure_equals_ncu_report(reader, report):
             inputs = {name: _ncu_value(action, names) for name, names in figure.inputs.items()}
             # Python's own arithmetic on ncu's values, independent of profsvc's evaluator.
             expected = eval(figure.formula, {"__builtins__": {}, "min": min, "max": max, "abs": abs}, inputs)
-            if figure.whole and expected is not None:
-                # A count rebuilt from a rate: whole up to float error, and reported whole.
-                assert math.isclose(expected, round(expected), rel_tol=1e-9), figure.name
-                expected = round(expected)
+            expected = as_reported(figure, expected)
         assert ours.value == expected, f"{figure.name}: profsvc {ours.value} != ncu_report {expected}"
         checked += expected is not None
     # A fixture that silently lost most of its figures would make this test vacuous.
