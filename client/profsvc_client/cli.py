@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +33,8 @@ from profsvc_client.text import render_benchmark_lines, render_correctness_lines
 EXIT_OK = 0
 # The shell's convention for a command stopped by Ctrl-C (128 + SIGINT).
 EXIT_INTERRUPTED = 130
+# 128 + SIGPIPE, what the shell's own tools exit with when the reader of their output goes away.
+EXIT_BROKEN_PIPE = 141
 EXIT_RESULT_FAILED = 1
 
 
@@ -399,11 +402,18 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry point: one line on stderr and a non-zero exit code for any error."""
     args = build_parser().parse_args(argv)
     try:
-        return run(args)
+        code = run(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers below, not in Python's flush at exit
+        return code
     except errors.ProfsvcError as error:
         request = f" (request id {error.request_id})" if error.request_id else ""
         print(f"profsvc: error: {error.message} [{error.reason.value}]{request}", file=sys.stderr)
         return errors.exit_code(error)
+    except BrokenPipeError:
+        # `profsvc analyze ... | head`: the reader has what it wanted. Stop quietly; stdout points at /dev/null
+        # so that Python's flush at exit does not fail on the closed pipe again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except OSError as error:
         # "cannot read /x.py: No such file or directory", not Python's "[Errno 2] ...: '/x.py'".
         what = f"{error.filename}: {error.strerror}" if error.filename and error.strerror else str(error)

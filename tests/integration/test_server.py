@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import socket
@@ -404,3 +405,17 @@ def test_example_agent_loop_runs_until_the_gpu_step(served):
     if not HAS_GPU:
         # Compile imports the problem (no GPU needed); correctness needs the GPU this machine lacks.
         assert done.returncode == 2 and "NO_GPU" in done.stderr
+
+
+@pytest.mark.parametrize("report", ["seed47_full.ncu-rep", "big_full.ncu-rep"])
+def test_a_reader_that_closed_the_pipe_is_a_quiet_exit_141(served, report):
+    # `profsvc analyze r.ncu-rep | head -2`: the reader goes away; no error line, the shell's exit code for it.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    argv = [sys.executable, "-m", "profsvc_client.cli", "analyze", str(FIXTURES / report), "--server", served]
+    try:
+        done = subprocess.run(argv, stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert done.stderr == ""
+    assert done.returncode == 141
