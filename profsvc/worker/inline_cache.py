@@ -5,8 +5,9 @@ own `from torch.utils.cpp_extension import load_inline` picks up the wrapper.
 The wrapper chooses the build directory (by the hash of everything that
 decides the build), adds `-lineinfo` for profiling so ncu can map samples to
 CUDA source lines, and takes the fast route where the source allows it: the
-torch headers kept out of nvcc's translation unit (inline_split) and a
-precompiled `torch/extension.h` for g++. torch still does the build; when the
+torch headers kept out of nvcc's translation unit (inline_split) and, for g++,
+a precompiled light stand-in for `torch/extension.h` (LIGHT_EXTENSION_H), or
+the precompiled full header when the user's host code needs more. torch still does the build; when the
 fast route fails, the call is built exactly as the user wrote it, so every
 compile error is reported against the user's own source.
 """
@@ -43,7 +44,8 @@ class InlineBuild:
     cuda_first_line: int = 0
     cpp_first_line: int = 0
     build_directory: str = ""
-    # "split": torch headers kept out of nvcc's unit; "torch": built as written.
+    # "split-light" and "split": torch headers kept out of nvcc's unit, the glue unit against the light or the
+    # full torch header; "torch": built as written.
     route: str = "torch"
     # Seconds spent on a fast route that failed before the build as written.
     fallback_seconds: float = 0.0
@@ -117,30 +119,48 @@ def _torch_cxx_flags(extra_cflags: list[str], extra_include_paths: list[str]) ->
     return [*flags, "-fPIC", standard, *extra_cflags]
 
 
-def prepare_pch(cache_root: Path, extra_cflags: list[str], extra_include_paths: list[str]) -> list[str]:
-    """Precompile `torch/extension.h` for these flags once (shared by all workers, kept across restarts).
+# The glue unit's usual needs of torch/extension.h (torch/all.h + torch/python.h): tensors and their factories,
+# the pybind11 casters and wrap_pybind_function. g++ instantiates a header's pending templates in every unit, a
+# precompiled header or not, so fewer headers is what makes the unit faster (the C++ frontend is most of them).
+LIGHT_EXTENSION_H = """#ifndef PROFSVC_LIGHT_TORCH_EXTENSION_H
+#define PROFSVC_LIGHT_TORCH_EXTENSION_H
+#include <torch/types.h>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/csrc/Exceptions.h>
+#endif
+"""
+FULL_EXTENSION_H = "#include <torch/extension.h>\n"
 
-    Returns the flags that make g++ use it. g++ only takes a precompiled header built with the same flags,
-    so it is keyed by them; when g++ cannot use it, it reads the header as usual (slower, same result).
+
+def prepare_pch(
+    cache_root: Path, extra_cflags: list[str], extra_include_paths: list[str], *, light: bool = False
+) -> list[str]:
+    """Precompile the glue unit's torch header for these flags once (shared by all workers, kept across restarts).
+
+    Returns the flags that make g++ use it. `light`: a `torch/extension.h` of LIGHT_EXTENSION_H, put ahead
+    of torch's on the include path, so every `#include <torch/extension.h>` of the unit reads it. g++ only
+    takes a precompiled header built with the same flags, so it is keyed by them; when g++ cannot use it, it
+    reads the header as usual (slower, same result).
     """
     from torch.utils import cpp_extension
 
     compiler = cpp_extension.get_cxx_compiler()
     flags = _torch_cxx_flags(extra_cflags, extra_include_paths)
-    key = hashlib.sha256(json.dumps([compiler, flags, _torch_version()]).encode()).hexdigest()[:24]
+    text = LIGHT_EXTENSION_H if light else FULL_EXTENSION_H
+    key = hashlib.sha256(json.dumps([compiler, flags, _torch_version(), text]).encode()).hexdigest()[:24]
     directory = cache_root / "pch" / key
-    header = directory / "torch_extension.h"
-    compiled = directory / "torch_extension.h.gch"
-    directory.mkdir(parents=True, exist_ok=True)
+    header = directory / "torch" / "extension.h" if light else directory / "torch_extension.h"
+    compiled = header.with_name(header.name + ".gch")
+    header.parent.mkdir(parents=True, exist_ok=True)
     with open(directory / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not compiled.is_file():
-            header.write_text("#include <torch/extension.h>\n")
+            header.write_text(text)
             partial = directory / "partial.gch"
             command = [compiler, *flags, "-x", "c++-header", str(header), "-o", str(partial)]
             subprocess.run(command, check=True, capture_output=True)
             partial.rename(compiled)
-    return ["-include", str(header)]
+    return [*(["-I", str(directory)] if light else []), "-include", str(header)]
 
 
 def _torch_version() -> str:
@@ -190,34 +210,42 @@ def install(cache_root: Path, *, lineinfo: bool, user_text: str, recorder: Inlin
         key = _cache_key({k: v for k, v in arguments.items() if k not in _NOT_IN_KEY}, environment)
         directory = cache_root / key
         fast = split_arguments(arguments, [])
-        fast_directory = cache_root / f"{key}-split"
+        # The fast routes, fastest first: the glue unit against the light header, then against the full one.
+        fast_routes = [(cache_root / f"{key}-split-light", "split-light"), (cache_root / f"{key}-split", "split")]
         build = InlineBuild(
             name=name,
             cache_key=key,
-            cached=_built(directory, name) or (fast is not None and _built(fast_directory, name)),
+            cached=_built(directory, name) or (fast is not None and any(_built(d, name) for d, _ in fast_routes)),
             cuda_first_line=_first_line(user_text, bound.arguments.get("cuda_sources")),
             cpp_first_line=_first_line(user_text, bound.arguments.get("cpp_sources")),
         )
         recorder.builds.append(build)
         start = time.monotonic()
         try:
-            for built, route in ((directory, "torch"), (fast_directory, "split")):
+            for built, route in ((directory, "torch"), *fast_routes):
                 module = _load_built(name, built, bool(arguments.get("is_python_module", True)))
                 if module is not None and (route == "torch" or fast is not None):
                     build.route, build.build_directory = route, str(built)
                     return module
             if fast is not None and not _built(directory, name):
-                fast_directory.mkdir(parents=True, exist_ok=True)
-                try:
-                    includes = list(arguments.get("extra_include_paths") or [])
-                    pch = prepare_pch(cache_root, fast["extra_cflags"], includes)
-                    cflags = [*fast["extra_cflags"], *pch]
-                    module = original(**{**fast, "extra_cflags": cflags, "build_directory": str(fast_directory)})
-                    build.route, build.build_directory = "split", str(fast_directory)
-                    return module
-                except (RuntimeError, OSError, ImportError, subprocess.CalledProcessError):
-                    # The fast route is an optimisation: build as written, which reports the user's own errors.
-                    build.fallback_seconds = time.monotonic() - start
+                includes = list(arguments.get("extra_include_paths") or [])
+                for fast_directory, route in fast_routes:
+                    fast_directory.mkdir(parents=True, exist_ok=True)
+                    try:
+                        pch = prepare_pch(cache_root, fast["extra_cflags"], includes, light=route == "split-light")
+                        # Fresh lists for each try: load_inline appends its bindings to the cpp_sources it is given.
+                        attempt = {
+                            "cpp_sources": list(fast["cpp_sources"]),
+                            "extra_cflags": [*fast["extra_cflags"], *pch],
+                            "build_directory": str(fast_directory),
+                        }
+                        module = original(**{**fast, **attempt})
+                        build.route, build.build_directory = route, str(fast_directory)
+                        return module
+                    except (RuntimeError, OSError, ImportError, subprocess.CalledProcessError):
+                        # A fast route is an optimisation: the next one, at last the build as written, which
+                        # reports the user's own errors.
+                        build.fallback_seconds = time.monotonic() - start
             directory.mkdir(parents=True, exist_ok=True)
             build.build_directory = str(directory)
             return original(**{**arguments, "build_directory": str(directory)})

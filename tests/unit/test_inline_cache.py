@@ -141,3 +141,54 @@ def test_no_fast_route_without_functions_key():
 )
 def test_host_cflags_replace_the_optimisation_level_with_O1(flags, expected):
     assert _host_cflags(flags) == expected
+
+
+def _install_with(monkeypatch, tmp_path, build):
+    """install() over a stand-in for torch's load_inline (`build(kwargs)`), the pch step recorded, not run."""
+    from torch.utils import cpp_extension
+
+    from profsvc.worker import inline_cache
+
+    build.__wrapped__ = cpp_extension.load_inline  # torch's signature, which install() binds the call to
+    monkeypatch.setattr(cpp_extension, "load_inline", build)
+    monkeypatch.setattr(
+        inline_cache, "prepare_pch", lambda root, flags, includes, light=False: ["-include", f"light={light}"]
+    )
+    recorder = inline_cache.InlineRecorder()
+    inline_cache.install(tmp_path, lineinfo=True, user_text="", recorder=recorder)
+    return cpp_extension.load_inline, recorder
+
+
+def test_the_light_header_is_tried_first_then_the_full_one_each_with_its_own_sources(monkeypatch, tmp_path):
+    pytest.importorskip("torch")
+    calls = []
+
+    def build(**kwargs):
+        calls.append(kwargs)
+        kwargs["cpp_sources"].append("PYBIND11_MODULE(...)")  # what torch's load_inline does to the list
+        if "light=True" in kwargs["extra_cflags"]:
+            raise RuntimeError("error: 'nn' is not a member of 'torch'")
+        return "module"
+
+    load_inline, recorder = _install_with(monkeypatch, tmp_path, build)
+    assert load_inline(**SEED) == "module"
+    light, full = calls
+    assert light["extra_cflags"][-2:] == ["-include", "light=True"]
+    assert full["extra_cflags"][-2:] == ["-include", "light=False"]
+    assert full["cpp_sources"].count("PYBIND11_MODULE(...)") == 1  # not the failed try's binding too
+    assert light["build_directory"] != full["build_directory"]
+    assert recorder.builds[0].route == "split" and recorder.builds[0].fallback_seconds > 0
+
+
+def test_a_build_the_light_header_serves_is_split_light(monkeypatch, tmp_path):
+    pytest.importorskip("torch")
+    calls = []
+
+    def build(**kwargs):
+        calls.append(kwargs)
+        return "module"
+
+    load_inline, recorder = _install_with(monkeypatch, tmp_path, build)
+    assert load_inline(**SEED) == "module"
+    assert len(calls) == 1 and recorder.builds[0].route == "split-light"
+    assert recorder.builds[0].fallback_seconds == 0
