@@ -151,12 +151,13 @@ def bench_builds(work: Path, runs: int, results: dict[str, Any]) -> None:
         steps[route].append({k: v for d in outcome.get("directories", []) for k, v in ninja_steps(d).items()})
         log(f"  {outcome['seconds']:.2f} s, steps {steps[route][-1]}")
 
-    log("cold build, torch's default load_inline")
-    record("torch", timed_build("torch", work / "torch-build", env))
     shared = work / "split-cache"
     log("cold build, split route, first ever (builds the precompiled header too)")
     record("pch-first", timed_build("split", shared, env))
     for i in range(runs):
+        # Baseline and ours alternate, so that a drift of the host's speed touches both alike.
+        log(f"cold build, torch's default load_inline {i + 1}/{runs}")
+        record("torch", timed_build("torch", work / f"torch-build-{i}", env))
         # A fresh extension cache each time, keeping the precompiled header (as a running server does).
         for entry in shared.iterdir():
             if entry.name != "pch":
@@ -176,7 +177,7 @@ def bench_builds(work: Path, runs: int, results: dict[str, Any]) -> None:
     record("split-nopch", timed_build("split-nopch", work / "nopch-cache", env))
     results["build"] = samples
     results["build_steps"] = steps
-    results["torch_extensions_dir"] = str(work / "torch-build")
+    results["torch_extensions_dir"] = str(work / "torch-build-0")
 
 
 class Server:
@@ -314,9 +315,9 @@ def bench_plain_ncu(ncu: str, runs: int, work: Path, results: dict[str, Any], ou
         # The build step was skipped: build torch's way once, untimed, so that the runs below find it cached.
         # Its time is the serial baseline's build (a fresh process per job builds torch's way).
         log("plain ncu: building the extension torch's way first")
-        results["torch_build_for_plain_s"] = timed_build("torch", work / "torch-build", python_env())["seconds"]
+        results["torch_build_for_plain_s"] = timed_build("torch", work / "torch-build-0", python_env())["seconds"]
         log(f"  {results['torch_build_for_plain_s']:.2f} s")
-        results["torch_extensions_dir"] = str(work / "torch-build")
+        results["torch_extensions_dir"] = str(work / "torch-build-0")
     env = {**os.environ, "TORCH_EXTENSIONS_DIR": results["torch_extensions_dir"]}
     samples = []
     for i in range(runs):
@@ -529,14 +530,16 @@ def main() -> int:
     if pch.is_dir():
         # The server's cache keeps the precompiled header across restarts: start it with the one built above.
         shutil.copytree(pch, work / "warm" / "cache" / "pch")
-    warm = Server(work, "warm", warm=True)
-    try:
-        ready = warm.wait_ready(("compile", "analyze", "run", "ncu"))
-        log(f"warm server ready: {ready}")
-        step("warm", lambda: bench_server(warm, args.runs, "warm", results, args.out))
-        step("throughput", lambda: bench_throughput(warm, make_problems(work / "problems", args.problems), results))
-    finally:
-        warm.stop()
+    if not {"warm", "throughput"} <= set(args.skip):
+        warm = Server(work, "warm", warm=True)
+        try:
+            ready = warm.wait_ready(("compile", "analyze", "run", "ncu"))
+            log(f"warm server ready: {ready}")
+            step("warm", lambda: bench_server(warm, args.runs, "warm", results, args.out))
+            problems = make_problems(work / "problems", args.problems)
+            step("throughput", lambda: bench_throughput(warm, problems, results))
+        finally:
+            warm.stop()
     step("plain", lambda: bench_plain_ncu(ncu, args.runs, work, results, args.out))
     step("parity", lambda: parity(args.out, results))
     torch_build = results.get("build", {}).get("torch") or [results.get("torch_build_for_plain_s")]
@@ -544,12 +547,13 @@ def main() -> int:
         # One job done the usual way: a fresh process builds with torch's defaults, then a fresh ncu run.
         results["serial_job_s"] = median(torch_build) + median(results["plain_ncu"])
     results["skipped"] = args.skip
-    cold = Server(work, "cold", warm=False)
-    try:
-        cold.wait_ready(())
-        step("cold", lambda: bench_server(cold, 2, "cold", results, args.out))
-    finally:
-        cold.stop()
+    if "cold" not in args.skip:
+        cold = Server(work, "cold", warm=False)
+        try:
+            cold.wait_ready(())
+            step("cold", lambda: bench_server(cold, 2, "cold", results, args.out))
+        finally:
+            cold.stop()
     for log_file in work.glob("*.log"):
         shutil.copy(log_file, args.out / f"server-{log_file.name}")
     (args.out / "fastpath.json").write_text(json.dumps(results, indent=2, default=str))
