@@ -19,7 +19,7 @@ import shlex
 import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from profsvc.build.cache import BuildCache
 from profsvc.build.nvcc import build_cuda_program
@@ -88,6 +88,14 @@ class _Job:
         if self._progress is not None:
             elapsed = time.monotonic() - self.started
             self._progress(Progress(stage=stage, message=message, elapsed_seconds=elapsed, **fields))
+
+
+def _upload_name(filename: str) -> str:
+    """The last part of an uploaded report's file name, where it is a plain one; else REPORT_NAME."""
+    name = PurePath(filename.replace("\\", "/")).name
+    if name in ("", ".", "..") or "\x00" in name or len(name.encode()) > 200:
+        return REPORT_NAME
+    return name
 
 
 class Scheduler:
@@ -575,16 +583,13 @@ class Scheduler:
     ) -> ProfileResult:
         """Read an uploaded report."""
         async with self._admit(progress) as job:
-            path = job.workspace / REPORT_NAME
+            # Stored under the user's own file name, so that what the reader says of it names their file; in a
+            # folder of its own, apart from the charts written beside the job.
+            path = job.workspace / "upload" / _upload_name(filename)
+            path.parent.mkdir()
             path.write_bytes(report)
-            job.report(Stage.PARSING, f"reading {filename or REPORT_NAME}")
-            try:
-                analysis = await self._analyze_file(job, path, kernel_filter)
-            except InvalidRequest as error:
-                if not filename or not error.message.startswith(REPORT_NAME):
-                    raise
-                # Name the user's file, not the server's copy of it.
-                raise InvalidRequest(filename + error.message.removeprefix(REPORT_NAME), error.reason) from None
+            job.report(Stage.PARSING, f"reading {path.name}")
+            analysis = await self._analyze_file(job, path, kernel_filter)
             result = ProfileResult(
                 ok=bool(analysis.kernels),
                 job_id=job.id,

@@ -94,6 +94,30 @@ def test_a_damaged_report_is_named_by_the_users_file_name(tmp_path):
     assert done.stderr.startswith("profsvc: error: mine.ncu-rep holds no profiling results")
 
 
+@pytest.mark.parametrize(
+    ("filename", "named"),
+    [
+        ("../../etc/mine.ncu-rep", "mine.ncu-rep"),
+        ("C:\\runs\\mine.ncu-rep", "mine.ncu-rep"),
+        ("..", "report.ncu-rep"),
+        ("a\x00b.ncu-rep", "report.ncu-rep"),
+        ("", "report.ncu-rep"),
+    ],
+)
+def test_a_raw_clients_file_name_names_its_report_and_nothing_else(server, filename, named):
+    # Only the last part of the name the wire carries is used: the server's copy stays in the job's folder.
+    from profsvc_client._proto import profiler_pb2 as pb
+    from profsvc_client._proto import profiler_pb2_grpc as pb_grpc
+
+    damaged = (FIXTURES / "seed47_default.ncu-rep").read_bytes()[:4096]
+    with grpc.insecure_channel(server) as channel:
+        with pytest.raises(grpc.RpcError) as caught:
+            request = pb.AnalyzeRequest(report=damaged, filename=filename)
+            pb_grpc.ProfilerStub(channel).Analyze(request, timeout=60)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.details().startswith(f"{named} holds no profiling results")
+
+
 def test_an_unknown_source_kind_on_the_wire_is_invalid_argument(server):
     # A raw client (not profsvc's) may send an enum number the server does not know.
     from profsvc_client._proto import profiler_pb2 as pb
