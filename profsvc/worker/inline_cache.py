@@ -130,6 +130,16 @@ LIGHT_EXTENSION_H = """#ifndef PROFSVC_LIGHT_TORCH_EXTENSION_H
 #endif
 """
 FULL_EXTENSION_H = "#include <torch/extension.h>\n"
+# ninja's line for a failed step ("FAILED: main.o", from ninja 1.12 "FAILED: [code=1] main.o").
+_FAILED_STEP = re.compile(r"FAILED: (?:\[code=\d+\] )?(\S+)")
+# The object file of load_inline's C++ unit (main.cpp): the only one the glue header reaches.
+_GLUE_OBJECT = "main.o"
+
+
+def _glue_may_be_the_cause(error: BaseException) -> bool:
+    """Whether another glue header could mend this failed build: ninja says the C++ unit failed, or no step did."""
+    failed = _FAILED_STEP.findall(str(error))
+    return not failed or _GLUE_OBJECT in failed
 
 
 def prepare_pch(
@@ -242,10 +252,12 @@ def install(cache_root: Path, *, lineinfo: bool, user_text: str, recorder: Inlin
                         module = original(**{**fast, **attempt})
                         build.route, build.build_directory = route, str(fast_directory)
                         return module
-                    except (RuntimeError, OSError, ImportError, subprocess.CalledProcessError):
+                    except (RuntimeError, OSError, ImportError, subprocess.CalledProcessError) as error:
                         # A fast route is an optimisation: the next one, at last the build as written, which
-                        # reports the user's own errors.
+                        # reports the user's own errors. Where the kernel unit failed, the full header would too.
                         build.fallback_seconds = time.monotonic() - start
+                        if not _glue_may_be_the_cause(error):
+                            break
             directory.mkdir(parents=True, exist_ok=True)
             build.build_directory = str(directory)
             return original(**{**arguments, "build_directory": str(directory)})

@@ -192,3 +192,30 @@ def test_a_build_the_light_header_serves_is_split_light(monkeypatch, tmp_path):
     assert load_inline(**SEED) == "module"
     assert len(calls) == 1 and recorder.builds[0].route == "split-light"
     assert recorder.builds[0].fallback_seconds == 0
+
+
+@pytest.mark.parametrize(
+    ("ninja_says", "routes"),
+    [
+        ("FAILED: cuda.cuda.o \nnvcc ... error: expected a ';'", ["light=True", "as written"]),
+        ("FAILED: [code=1] cuda.cuda.o \nnvcc ... error: expected a ';'", ["light=True", "as written"]),
+        ("FAILED: main.o \nc++ ... error: 'nn' is not a member of 'torch'", ["light=True", "light=False"]),
+        ("FAILED: [code=1] main.o \nc++ ... error", ["light=True", "light=False"]),
+        ("FAILED: cuda.cuda.o \n...\nFAILED: main.o \n...", ["light=True", "light=False"]),
+        ("the precompiled header could not be made", ["light=True", "light=False", "as written"]),
+    ],
+)
+def test_the_full_header_is_tried_only_where_the_glue_unit_may_have_failed(monkeypatch, tmp_path, ninja_says, routes):
+    pytest.importorskip("torch")
+    tried = []
+
+    def build(**kwargs):
+        flags = kwargs.get("extra_cflags") or []
+        tried.append(flags[-1] if flags[-2:-1] == ["-include"] else "as written")
+        if tried[-1] == "light=True" or (tried[-1] == "light=False" and "FAILED" not in ninja_says):
+            raise RuntimeError(f"Error building extension 'vga_linear_probe': {ninja_says}")
+        return "module"
+
+    load_inline, _ = _install_with(monkeypatch, tmp_path, build)
+    assert load_inline(**SEED) == "module"
+    assert tried == routes
