@@ -171,7 +171,7 @@ def bench_builds(work: Path, runs: int, results: dict[str, Any]) -> None:
     timed_build("split-full", work / "full-cache", env)
     for entry in (work / "full-cache").iterdir():
         if entry.name != "pch":
-            shutil.rmtree(entry, ignore_errors=True)
+            shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink()
     record("split-full", timed_build("split-full", work / "full-cache", env))
     log("cold build, split route without the precompiled header")
     record("split-nopch", timed_build("split-nopch", work / "nopch-cache", env))

@@ -63,6 +63,7 @@ def main() -> int:
                 cwd=args.out,
                 capture_output=True,
                 text=True,
+                timeout=300,
             )
             end = time.time()
             ok = json.loads(status.read_text()).get("ok") if status.exists() else None

@@ -412,7 +412,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         # `profsvc analyze ... | head`: the reader has what it wanted. Stop quietly; stdout points at /dev/null
         # so that Python's flush at exit does not fail on the closed pipe again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        with contextlib.suppress(OSError, ValueError):  # a stdout without a file descriptor has no flush at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
     except OSError as error:
         # "cannot read /x.py: No such file or directory", not Python's "[Errno 2] ...: '/x.py'".

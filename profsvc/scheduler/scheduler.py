@@ -91,9 +91,12 @@ class _Job:
 
 
 def _upload_name(filename: str) -> str:
-    """The last part of an uploaded report's file name, where it is a plain one; else REPORT_NAME."""
+    """The last part of an uploaded report's file name, where it is a plain one; else REPORT_NAME.
+
+    Control characters are refused too: the name appears in one-line error messages and logs.
+    """
     name = PurePath(filename.replace("\\", "/")).name
-    if name in ("", ".", "..") or "\x00" in name or len(name.encode()) > 200:
+    if name in ("", ".", "..") or not name.isprintable() or len(name.encode()) > 200:
         return REPORT_NAME
     return name
 

@@ -19,7 +19,7 @@ import sys
 import time
 import traceback
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -226,8 +226,10 @@ def exit_without_teardown(code: int) -> NoReturn:
     it); the driver frees the context at exit anyway. Not under ncu: its report is finished at the
     profiled process's usual exit.
     """
-    sys.stdout.flush()
-    sys.stderr.flush()
+    # The user's code may have replaced or closed sys.stdout: flush what can be flushed, the originals too.
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        with suppress(Exception):
+            stream.flush()  # type: ignore[union-attr]
     ctypes.CDLL(None).fflush(None)  # the C library's buffers too: host code of an extension may printf
     os._exit(code)
 

@@ -120,18 +120,25 @@ def _torch_cxx_flags(extra_cflags: list[str], extra_include_paths: list[str]) ->
 
 
 # The glue unit's usual needs of torch/extension.h (torch/all.h + torch/python.h): tensors and their factories,
-# the pybind11 casters and wrap_pybind_function. g++ instantiates a header's pending templates in every unit, a
-# precompiled header or not, so fewer headers is what makes the unit faster (the C++ frontend is most of them).
+# the pybind11 casters and wrap_pybind_function; and the full header's configuration macros (TORCH_VERSION_*,
+# AT_*), which an `#if` would otherwise read as 0 and compile the other branch. g++ instantiates a header's
+# pending templates in every unit, a precompiled header or not, so fewer headers is what makes the unit faster
+# (the C++ frontend is most of them).
 LIGHT_EXTENSION_H = """#ifndef PROFSVC_LIGHT_TORCH_EXTENSION_H
 #define PROFSVC_LIGHT_TORCH_EXTENSION_H
+#include <torch/version.h>
+#include <ATen/Config.h>
 #include <torch/types.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/csrc/Exceptions.h>
 #endif
 """
 FULL_EXTENSION_H = "#include <torch/extension.h>\n"
-# ninja's line for a failed step ("FAILED: main.o", from ninja 1.12 "FAILED: [code=1] main.o").
-_FAILED_STEP = re.compile(r"FAILED: (?:\[code=\d+\] )?(\S+)")
+# ninja's line for a failed step ("FAILED: main.o", from ninja 1.12 "FAILED: [code=1] main.o"); at a line's
+# start, so that a compiler message quoting such text is not read as one.
+_FAILED_STEP = re.compile(r"^FAILED: (?:\[code=\d+\] )?(\S+)", re.MULTILINE)
+# Beside a precompiled header that g++ refused to make for its key: not tried again (it costs tens of seconds).
+_PCH_FAILED = "failed"
 # The object file of load_inline's C++ unit (main.cpp): the only one the glue header reaches.
 _GLUE_OBJECT = "main.o"
 
@@ -150,7 +157,8 @@ def prepare_pch(
     Returns the flags that make g++ use it. `light`: a `torch/extension.h` of LIGHT_EXTENSION_H, put ahead
     of torch's on the include path, so every `#include <torch/extension.h>` of the unit reads it. g++ only
     takes a precompiled header built with the same flags, so it is keyed by them; when g++ cannot use it, it
-    reads the header as usual (slower, same result).
+    reads the header as usual (slower, same result). A header g++ refused to precompile for a key raises
+    CalledProcessError, then and on every later call for that key (remove the folder to try again).
     """
     from torch.utils import cpp_extension
 
@@ -168,7 +176,13 @@ def prepare_pch(
             header.write_text(text)
             partial = directory / "partial.gch"
             command = [compiler, *flags, "-x", "c++-header", str(header), "-o", str(partial)]
-            subprocess.run(command, check=True, capture_output=True)
+            if (directory / _PCH_FAILED).is_file():
+                raise subprocess.CalledProcessError(1, command, stderr=(directory / _PCH_FAILED).read_bytes())
+            done = subprocess.run(command, capture_output=True, check=False)
+            if done.returncode > 0:
+                # The compiler's own refusal (not a kill by a signal): it would refuse again.
+                (directory / _PCH_FAILED).write_bytes(done.stderr[-4000:])
+            done.check_returncode()
             partial.rename(compiled)
     return [*(["-I", str(directory)] if light else []), "-include", str(header)]
 

@@ -101,6 +101,9 @@ def test_a_damaged_report_is_named_by_the_users_file_name(tmp_path):
         ("C:\\runs\\mine.ncu-rep", "mine.ncu-rep"),
         ("..", "report.ncu-rep"),
         ("a\x00b.ncu-rep", "report.ncu-rep"),
+        ("a\nb.ncu-rep", "report.ncu-rep"),
+        ("a\u2028b.ncu-rep", "report.ncu-rep"),
+        ("résumé.ncu-rep", "résumé.ncu-rep"),
         ("", "report.ncu-rep"),
     ],
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import subprocess
 
 import pytest
 
@@ -197,11 +198,13 @@ def test_a_build_the_light_header_serves_is_split_light(monkeypatch, tmp_path):
 @pytest.mark.parametrize(
     ("ninja_says", "routes"),
     [
-        ("FAILED: cuda.cuda.o \nnvcc ... error: expected a ';'", ["light=True", "as written"]),
-        ("FAILED: [code=1] cuda.cuda.o \nnvcc ... error: expected a ';'", ["light=True", "as written"]),
-        ("FAILED: main.o \nc++ ... error: 'nn' is not a member of 'torch'", ["light=True", "light=False"]),
-        ("FAILED: [code=1] main.o \nc++ ... error", ["light=True", "light=False"]),
-        ("FAILED: cuda.cuda.o \n...\nFAILED: main.o \n...", ["light=True", "light=False"]),
+        ("[1/3] nvcc\nFAILED: cuda.cuda.o \nnvcc ... error: expected a ';'", ["light=True", "as written"]),
+        ("[1/3] nvcc\nFAILED: [code=1] cuda.cuda.o \nnvcc ... error", ["light=True", "as written"]),
+        ("[1/3] c++\nFAILED: main.o \nc++ ... error: 'nn' is not a member of 'torch'", ["light=True", "light=False"]),
+        ("[1/3] c++\nFAILED: [code=1] main.o \nc++ ... error", ["light=True", "light=False"]),
+        ("[1/3] c++\nFAILED: cuda.cuda.o \n...\nFAILED: main.o \n...", ["light=True", "light=False"]),
+        ("[1/3] c++\nFAILED: main.o \nmain.cpp:3: #error FAILED: cuda.cuda.o", ["light=True", "light=False"]),
+        ("[1/3] nvcc\nFAILED: cuda.cuda.o \ncuda.cu:3: error: #error FAILED: main.o", ["light=True", "as written"]),
         ("the precompiled header could not be made", ["light=True", "light=False", "as written"]),
     ],
 )
@@ -219,3 +222,25 @@ def test_the_full_header_is_tried_only_where_the_glue_unit_may_have_failed(monke
     load_inline, _ = _install_with(monkeypatch, tmp_path, build)
     assert load_inline(**SEED) == "module"
     assert tried == routes
+
+
+def test_a_header_gcc_refused_to_precompile_is_not_tried_again(monkeypatch, tmp_path):
+    pytest.importorskip("torch")
+    from torch.utils import cpp_extension
+
+    from profsvc.worker import inline_cache
+
+    # torch's CPU build has no CUDA_HOME; the glue unit's flags name its include folder, which may be empty here.
+    monkeypatch.setattr(cpp_extension, "CUDA_HOME", str(tmp_path))
+    missing = ["-include", str(tmp_path / "missing.h")]  # g++ refuses this unit: the file is not there
+    with pytest.raises(subprocess.CalledProcessError) as first:
+        inline_cache.prepare_pch(tmp_path, missing, [], light=True)
+    assert b"missing.h" in first.value.stderr
+
+    def not_again(*args, **kwargs):
+        raise AssertionError(f"g++ ran again: {args}")
+
+    monkeypatch.setattr(inline_cache.subprocess, "run", not_again)
+    with pytest.raises(subprocess.CalledProcessError) as second:
+        inline_cache.prepare_pch(tmp_path, missing, [], light=True)
+    assert second.value.stderr == first.value.stderr[-4000:]
