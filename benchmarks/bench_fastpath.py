@@ -139,6 +139,13 @@ def ninja_steps(directory: str) -> dict[str, float]:
     return steps
 
 
+def empty_but_the_pch(cache: Path) -> None:
+    """Remove an extension cache's builds, keeping its precompiled headers (as a running server does)."""
+    for entry in cache.iterdir():
+        if entry.name != "pch":
+            shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink()
+
+
 def bench_builds(work: Path, runs: int, results: dict[str, Any]) -> None:
     """Cold builds: torch's default; the split route with the light header, the full one, none precompiled."""
     env = python_env()
@@ -158,10 +165,7 @@ def bench_builds(work: Path, runs: int, results: dict[str, Any]) -> None:
         # Baseline and ours alternate, so that a drift of the host's speed touches both alike.
         log(f"cold build, torch's default load_inline {i + 1}/{runs}")
         record("torch", timed_build("torch", work / f"torch-build-{i}", env))
-        # A fresh extension cache each time, keeping the precompiled header (as a running server does).
-        for entry in shared.iterdir():
-            if entry.name != "pch":
-                shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink()
+        empty_but_the_pch(shared)
         log(f"cold build, split route {i + 1}/{runs}")
         outcome = timed_build("split", shared, env)
         if outcome["routes"] not in (["split-light"], ["split"]):
@@ -169,9 +173,7 @@ def bench_builds(work: Path, runs: int, results: dict[str, Any]) -> None:
         record("split", outcome)
     log("cold build, split route, the full torch header precompiled (its header built first, untimed)")
     timed_build("split-full", work / "full-cache", env)
-    for entry in (work / "full-cache").iterdir():
-        if entry.name != "pch":
-            shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink()
+    empty_but_the_pch(work / "full-cache")
     record("split-full", timed_build("split-full", work / "full-cache", env))
     log("cold build, split route without the precompiled header")
     record("split-nopch", timed_build("split-nopch", work / "nopch-cache", env))
@@ -465,14 +467,16 @@ def table(results: dict[str, Any]) -> str:
         ("evaluate (no profile), warm", results.get("warm_evaluate"), "warm", results.get("cold_evaluate"), "cold"),
     ]
     skipped = set(results.get("skipped", []))
+
+    def shown(value: float | None, step: str) -> str:
+        return f"{value:.2f} s" if value is not None else "not run" if step in skipped else "failed"
+
     rows = []
     for target, ours_samples, ours_step, base_samples, base_step in targets:
         ours, base = median(ours_samples or []), median(base_samples or [])
         ratio = f"{base / ours:.1f}x" if ours and base else "n/a"
-        ours_text = f"{ours:.2f} s" if ours is not None else "not run" if ours_step in skipped else "failed"
-        base_text = f"{base:.2f} s" if base is not None else "not run" if base_step in skipped else "failed"
         n = f"{len(ours_samples or [])} / {len(base_samples or [])}"
-        rows.append(f"| {target} | {ours_text} | {base_text} | {ratio} | {n} |")
+        rows.append(f"| {target} | {shown(ours, ours_step)} | {shown(base, base_step)} | {ratio} | {n} |")
     throughput = results.get("throughput")
     serial = results.get("serial_job_s")
     lines = [

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -20,7 +19,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "client")]
+sys.path[:0] = [str(ROOT), str(ROOT / "client"), str(ROOT / "tools")]
+
+from gpu_overhead import build_problem  # noqa: E402
 
 from profsvc.build.python_problem import harness_argv  # noqa: E402
 
@@ -43,14 +44,7 @@ def main() -> int:
     args = parser.parse_args()
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
-    cache = args.out / "cache"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "client"), os.environ.get("PYTHONPATH", "")]),
-    }
-    build = harness_argv(sys.executable, args.problem, None, cache, args.out / "compile.json", "compile")
-    subprocess.run(build, env=env, cwd=args.out, check=False, capture_output=True)
-    print(f"build ok: {json.loads((args.out / 'compile.json').read_text()).get('ok')}", flush=True)
+    cache, env = build_problem(args.problem, args.out)
     results: dict[str, list[dict[str, float]]] = {"exit at once": [], "teardown": []}
     for run in range(args.runs):
         for name in results:

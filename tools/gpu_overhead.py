@@ -59,6 +59,24 @@ def variants() -> dict[str, tuple[tuple[str, ...], dict[str, str]]]:
     }
 
 
+def build_problem(problem: Path, out: Path) -> tuple[Path, dict[str, str]]:
+    """Build the problem's extensions once (the harness's compile mode) into OUT/cache; print the outcome.
+
+    Returns the cache and the environment the harness runs in (this repository importable).
+    """
+    cache = out / "cache"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "client"), os.environ.get("PYTHONPATH", "")]),
+    }
+    start = time.monotonic()
+    build = harness_argv(sys.executable, problem, None, cache, out / "compile.json", "compile")
+    subprocess.run(build, env=env, cwd=out, check=False, capture_output=True)
+    ok = json.loads((out / "compile.json").read_text()).get("ok")
+    print(f"build: {time.monotonic() - start:.1f} s, ok {ok}", flush=True)
+    return cache, env
+
+
 def main() -> int:
     """Run every variant, write DIR/overhead.json and print a table of medians."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -70,15 +88,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     ncu = shutil.which("ncu")
     assert ncu, "ncu not found"
-    cache = args.out / "cache"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "client"), os.environ.get("PYTHONPATH", "")]),
-    }
-    start = time.monotonic()
-    build = harness_argv(sys.executable, args.problem, None, cache, args.out / "compile.json", "compile")
-    subprocess.run(build, env=env, cwd=args.out, check=False, capture_output=True)
-    print(f"build: {time.monotonic() - start:.1f} s {json.loads((args.out / 'compile.json').read_text()).get('ok')}")
+    cache, env = build_problem(args.problem, args.out)
     results: dict[str, list[dict[str, object]]] = {}
     for name, (collection, extra_env) in variants().items():
         for run in range(args.runs):
