@@ -75,13 +75,14 @@ text = seed.read_text()
 import torch
 from torch.utils import cpp_extension
 if route != "torch":
+    from profsvc.build import inline_builder
     from profsvc.worker import inline_cache
     if route == "split-nopch":
-        inline_cache.prepare_pch = lambda *a, **k: []
+        inline_builder.prepare_pch = lambda *a, **k: []
     if route == "split-full":
         # The glue unit against the full torch/extension.h, precompiled (the route before the light header).
-        prepare_full = inline_cache.prepare_pch
-        inline_cache.prepare_pch = lambda *a, **k: prepare_full(*a, **{**k, "light": False})
+        prepare_full = inline_builder.prepare_pch
+        inline_builder.prepare_pch = lambda *a, **k: prepare_full(*a, **{**k, "light": False})
     recorder = inline_cache.InlineRecorder()
     inline_cache.install(cache, lineinfo=True, user_text=text, recorder=recorder)
 sys.path.insert(0, str(seed.parent))

@@ -6,6 +6,7 @@ import ipaddress
 import os
 import sys
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
@@ -30,8 +31,9 @@ class Limits(BaseModel):
     max_timed_calls: int = Field(default=2000, gt=0, description="most timed calls per model one request may ask for")
     queue_size: int = Field(default=64, gt=0, description="jobs waiting or running before RESOURCE_EXHAUSTED")
     job_timeout_s: float = Field(default=900.0, gt=0, description="wall-clock limit of one job's process")
-    compile_timeout_s: float = Field(default=600.0, gt=0, description="wall-clock limit of one build")
-    cpu_job_memory_bytes: int = Field(default=16 << 30, gt=0, description="address-space cap of CPU-only job processes")
+    compile_timeout_s: float = Field(default=600.0, gt=0, description="wall-clock limit of one build or import")
+    job_memory_bytes: int = Field(default=32 << 30, gt=0, description="memory of one jailed process tree (cgroup)")
+    job_tasks: int = Field(default=1024, gt=0, description="processes and threads of one jailed process tree")
 
 
 class Security(BaseModel):
@@ -40,6 +42,7 @@ class Security(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     token: SecretStr | None = Field(default=None, description="bearer token every call must carry")
+    token_file: Path | None = Field(default=None, description="where the token was read (hidden from jobs)")
     tls_cert: Path | None = Field(default=None, description="PEM certificate chain to serve TLS with")
     tls_key: Path | None = Field(default=None, description="PEM private key of tls_cert")
     insecure: bool = Field(default=False, description="allow a non-loopback address without a token")
@@ -91,15 +94,22 @@ class ServerConfig(BaseModel):
         default=30.0, ge=0, description="on SIGTERM or SIGINT, requests in flight get this long to finish"
     )
     limits: Limits = Field(default_factory=Limits)
+    jail: Literal["required", "auto", "off"] = Field(
+        default="required",
+        description="jail every job process (required: refuse to start without a working jail; auto: jail where "
+        "the host allows, else run unjailed and say so in every result; off: never, loopback only)",
+    )
 
     @model_validator(mode="after")
-    def _no_open_door(self) -> ServerConfig:
+    def _check_exposure(self) -> ServerConfig:
         # Untrusted code runs on this host: listening beyond loopback without a token needs --insecure.
         if not is_loopback(self.host) and self.security.token is None and not self.security.insecure:
             raise ValueError(
                 f"refusing to listen on {self.host} without a token: pass --token-file, or --insecure to accept "
                 "anyone who can reach this address"
             )
+        if not is_loopback(self.host) and self.jail != "required":
+            raise ValueError(f"refusing to run jobs unjailed on {self.host}: only a loopback server may")
         return self
 
     @property

@@ -16,11 +16,41 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 # Keep at most this much of a child's stdout/stderr (the tail matters most).
 OUTPUT_LIMIT = 256 * 1024
 # How often a finishing process is checked for its exit.
 _EXIT_POLL_S = 0.005
+
+
+class ProcessTree(Protocol):
+    """What holds every process a child starts, wherever it moves (a jail's cgroup)."""
+
+    def kill(self) -> None:
+        """Kill every process in it."""
+
+    def remove(self) -> None:
+        """Release it once its processes are gone."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start one command: its argv, the descriptors handed to it, the tree that holds it (if any).
+
+    `owned_fds` (among `pass_fds`) belong to the launch: closed here once the child has its copies.
+    """
+
+    argv: tuple[str, ...]
+    pass_fds: tuple[int, ...] = ()
+    tree: ProcessTree | None = None
+    owned_fds: tuple[int, ...] = ()
+
+    def close(self) -> None:
+        """Close the descriptors that only the child needs."""
+        for fd in self.owned_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -86,9 +116,12 @@ async def run_process(
     timeout: float | None = None,
     on_stdout: Callable[[str], None] | None = None,
     stdin_data: bytes | None = None,
+    launch: Launch | None = None,
 ) -> ProcessResult:
-    """Run argv to completion (or kill its process group at `timeout` or on cancellation)."""
-    started = await StartedProcess.start(argv, cwd=cwd, env=env, stdin_data=stdin_data, on_stdout=on_stdout)
+    """Run argv (or a prepared launch) to completion (or kill its process group at `timeout` or on cancellation)."""
+    started = await StartedProcess.start(
+        argv, cwd=cwd, env=env, stdin_data=stdin_data, on_stdout=on_stdout, launch=launch
+    )
     return await started.finish(timeout)
 
 
@@ -100,9 +133,12 @@ class StartedProcess:
     kill, bounded output).
     """
 
-    def __init__(self, process: asyncio.subprocess.Process, argv: Sequence[str]) -> None:
+    def __init__(
+        self, process: asyncio.subprocess.Process, argv: Sequence[str], tree: ProcessTree | None = None
+    ) -> None:
         self.process = process
         self.argv = tuple(argv)
+        self.tree = tree
         self.on_stdout: Callable[[str], None] | None = None
         self._out, self._err = bytearray(), bytearray()
         # Set once finish() has killed what was left: the pid may belong to another process by then.
@@ -127,18 +163,22 @@ class StartedProcess:
         env: Mapping[str, str] | None = None,
         stdin_data: bytes | None = None,
         on_stdout: Callable[[str], None] | None = None,
+        launch: Launch | None = None,
     ) -> StartedProcess:
-        """Start argv with its output collected; stdin gets `stdin_data` then closes (closed at once without)."""
-        process = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=str(cwd) if cwd else None,
-            env=dict(env) if env is not None else None,
-            stdin=asyncio.subprocess.PIPE if stdin_data is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
-        started = cls(process, argv)
+        """Start argv with its output collected; stdin gets `stdin_data` then closes (closed at once without).
+
+        With `launch` (a jailed command), its argv, descriptors and process tree are used instead of argv's.
+        """
+        launch = launch or Launch(argv=tuple(argv))
+        try:
+            process = await cls._exec(launch.argv, cwd, env, stdin_data, launch.pass_fds)
+        except BaseException:
+            if launch.tree is not None:
+                launch.tree.remove()
+            raise
+        finally:
+            launch.close()
+        started = cls(process, launch.argv, launch.tree)
         started.on_stdout = on_stdout
         if stdin_data is not None and process.stdin is not None:
             try:
@@ -150,15 +190,36 @@ class StartedProcess:
                 raise
         return started
 
+    @staticmethod
+    async def _exec(
+        argv: Sequence[str],
+        cwd: str | Path | None,
+        env: Mapping[str, str] | None,
+        stdin_data: bytes | None,
+        pass_fds: Sequence[int],
+    ) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=str(cwd) if cwd else None,
+            env=dict(env) if env is not None else None,
+            stdin=asyncio.subprocess.PIPE if stdin_data is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=tuple(pass_fds),
+        )
+
     @property
     def running(self) -> bool:
         """True while the process has not exited."""
         return self.process.returncode is None
 
     def kill(self) -> None:
-        """Kill the whole process group (nothing once finished)."""
+        """Kill the whole process group and tree (nothing once finished)."""
         if not self._finished:
             _kill_group(self.process.pid)
+            if self.tree is not None:
+                self.tree.kill()
 
     async def _exited(self) -> None:
         """Wait for the exit itself: asyncio's Process.wait() also waits until every holder of its pipes has
@@ -180,6 +241,8 @@ class StartedProcess:
             self.kill()
             await self._exited()
             self._finished = True
+            if self.tree is not None:
+                self.tree.remove()
             # What is still in the pipes arrives once the group is gone.
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(self._pumps), 5)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU run on a GPU host that can download nothing: install the carried wheels (.whl/), then run
 # one stage, keeping every log under $OUT (or ./gpu-out). Stages, each within a 10-minute call:
-#   a    GPU tests: profiling end to end, archetypes and hints, GPU faults
-#   b    GPU tests: the agent's tools; the seed's -lineinfo report; the soak (SOAK_REQUESTS, 200); the batch
+#   a    GPU tests: profiling end to end, archetypes and hints, GPU faults; the jail's attack suite
+#   b    GPU tests: the agent's tools, verdicts; the seed's -lineinfo report; the soak (SOAK_REQUESTS, 200); the batch
 #   cpu  the CPU suite on the GPU host's Python
 # Usage: tools/gpu_suite.sh STAGE [pytest args]
 set -uo pipefail
@@ -13,6 +13,8 @@ out="${OUT:-gpu-out}"
 mkdir -p "$out"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH="/tmp/site:$PWD:$PWD/client${PYTHONPATH:+:$PYTHONPATH}"
+# The jail's tool, carried as Debian's package (.whl/debs/bubblewrap_*.deb), unpacked beside the wheels.
+dpkg -x .whl/debs/bubblewrap_*.deb /tmp/bwrap && export PROFSVC_BWRAP=/tmp/bwrap/usr/bin/bwrap || exit 1
 # One build cache for the whole run (both stages), so each extension is built once.
 export PROFSVC_STATE_DIR=/tmp/profsvc-state PROFSVC_SERVER_LOG="$out/server-$stage.log"
 {
@@ -27,9 +29,10 @@ gpu_tests() {
 case "$stage" in
   a)
     gpu_tests tests/gpu/test_profile_gpu.py tests/gpu/test_counters_gpu.py tests/gpu/test_faults_gpu.py "$@"
+    python3 -m pytest -v -p no:cacheprovider tests/security/test_jail.py 2>&1 | tee -a "$out/gpu-suite-$stage.txt" | grep -E "PASSED|FAILED|ERROR|passed|failed"
     ;;
   b)
-    gpu_tests tests/gpu/test_agent_tools_gpu.py "$@"
+    gpu_tests tests/gpu/test_agent_tools_gpu.py tests/gpu/test_verdict_gpu.py "$@"
     python3 -m profsvc_client.cli profile tests/fixtures/seed47.py --out "$out/seed47" >"$out/seed47-profile.txt" 2>&1
     echo "seed47 -lineinfo profile: exit $?"
     timeout 240 python3 benchmarks/soak.py --requests "${SOAK_REQUESTS:-200}" --clients 8 --out "$out/soak.json" >"$out/soak.txt" 2>&1

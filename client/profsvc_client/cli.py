@@ -96,6 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-warm-workers", action="store_true", help="start every worker fresh (no processes kept warm ahead of jobs)"
     )
     serve.add_argument(
+        "--unjailed",
+        action="store_true",
+        help="run jobs without the jail (bubblewrap) on a host that has none: loopback only; every result says so",
+    )
+    serve.add_argument(
+        "--build-timeout", type=float, default=None, help="kill a build or a module's import after this many seconds"
+    )
+    serve.add_argument(
         "--no-ncu-warmup",
         action="store_true",
         help="warm ncu workers do not profile a kernel of their own before their job (README: ncu's first kernel)",
@@ -190,7 +198,8 @@ def connect(args: argparse.Namespace) -> Iterator[ProfilerClient]:
             "no --server given and the server package is not installed: pass --server HOST:PORT or pip install profsvc",
             errors.Reason.UNAVAILABLE,
         ) from None
-    embedded = EmbeddedServer(ServerConfig())
+    # The user's own code on the user's own machine: jailed where the host allows, else said in each result.
+    embedded = EmbeddedServer(ServerConfig(jail="auto"))
     target = embedded.start()
     try:
         with ProfilerClient(target) as client:
@@ -317,13 +326,20 @@ def _serve(args: argparse.Namespace) -> int:
     options["ncu_warmup"] = not args.no_ncu_warmup
     if args.shutdown_grace is not None:
         options["shutdown_grace_s"] = args.shutdown_grace
+    limits: dict[str, float] = {}
     if args.job_timeout is not None:
-        options["limits"] = {"job_timeout_s": args.job_timeout}
+        limits["job_timeout_s"] = args.job_timeout
+    if args.build_timeout is not None:
+        limits["compile_timeout_s"] = args.build_timeout
+    options["limits"] = limits
+    if args.unjailed:
+        options["jail"] = "off"
     if args.state_dir is not None:
         options["state_dir"] = args.state_dir
     security = {"tls_cert": args.tls_cert, "tls_key": args.tls_key, "insecure": args.insecure}
     if args.token_file is not None:
         security["token"] = read_token(args.token_file)
+        security["token_file"] = args.token_file.resolve()
     try:
         config = ServerConfig(**options, security=security)
     except ValidationError as error:

@@ -97,6 +97,7 @@ class Capabilities(_Model):
     profiling_available: bool = False
     unavailable_reason: str = ""
     nvcc_version: str = ""
+    isolation: str = ""
 
 
 class Diagnostic(_Model):
@@ -439,6 +440,8 @@ class BenchmarkResult(_Model):
     fusion_ratio: float | None = None
     error: JobError = Field(default_factory=JobError)
     compile: CompileResult = Field(default_factory=CompileResult)
+    # The flags only gaming explains: any of them fails an evaluation.
+    decisive_flags: list[str] = Field(default_factory=list)
 
 
 class EvaluateResult(_Model):

@@ -58,5 +58,6 @@ def render_benchmark_lines(benchmark: BenchmarkResult) -> list[str]:
         f"launches per call: candidate {benchmark.candidate.launches_per_call} ({names}),"
         f" reference {benchmark.reference.launches_per_call}{fusion}"
     )
-    lines.extend(f"FLAG: {flag}" for flag in benchmark.flags)
+    # A decisive flag fails the evaluation: it says so.
+    lines.extend(f"FLAG{' (fails)' if flag in benchmark.decisive_flags else ''}: {flag}" for flag in benchmark.flags)
     return lines

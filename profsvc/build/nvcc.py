@@ -1,29 +1,52 @@
-"""Build a standalone CUDA C++ program with nvcc, through the build cache."""
+"""Build a standalone CUDA C++ program with nvcc, in a cell, through the verified build cache."""
 
 from __future__ import annotations
 
 import asyncio
-import os
 import time
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from profsvc.build.cache import BuildCache, cache_key
+from profsvc.build.cache import cache_key
 from profsvc.build.diagnostics import parse_diagnostics
-from profsvc.proc import run_process
-from profsvc.sandbox import Sandbox
+from profsvc.build.service import BuildCacheIndex
+from profsvc.proc import ProcessResult
 from profsvc_client.models import BuiltUnit, CompileResult
 
 BINARY_NAME = "program"
 LOG_LIMIT = 64 * 1024
+_BUILT = "built"
 
 
 @dataclass(frozen=True)
 class ProgramBuild:
-    """A built program (binary is None when the build failed)."""
+    """A built program (binary is None when the build failed), and the folder nvcc compiled it in."""
 
     result: CompileResult
     binary: Path | None
+    compiled_in: str = ""
+
+
+class Cells(Protocol):
+    """Where the build runs (profsvc.scheduler.cells.Cells): a fresh cell in the host's jail."""
+
+    def run(
+        self,
+        kind: str,
+        make_argv: Callable[[Path], list[str]],
+        *,
+        files: Mapping[str, str | bytes],
+        gpu: int | None,
+        timeout: float,
+    ) -> AbstractAsyncContextManager[tuple[ProcessResult, Path]]:
+        """Run make_argv(cell) in a cell."""
+        ...
+
+
+_locks: dict[str, asyncio.Lock] = {}
 
 
 async def build_cuda_program(
@@ -34,35 +57,44 @@ async def build_cuda_program(
     arch: str,
     nvcc: str,
     nvcc_version: str,
-    cache: BuildCache,
+    index: BuildCacheIndex,
+    cells: Cells,
     timeout: float,
-    sandbox: Sandbox,
 ) -> ProgramBuild:
-    """Compile `source` (with -lineinfo, for source-level counters) unless the cache has it."""
+    """Compile `source` (with -lineinfo, for source-level counters) unless the cache has it verified.
+
+    nvcc runs jailed in a cell (the user's flags and includes reach only what the jail shows); the server
+    moves the binary into the cache and records its hash.
+    """
     key = cache_key({"kind": "cuda_program", "source": source, "flags": flags, "arch": arch, "nvcc": nvcc_version})
     start = time.monotonic()
-    lock = await asyncio.to_thread(cache.acquire, key)
-    try:
-        directory = cache.directory(key)
-        binary = directory / BINARY_NAME
-        if binary.is_file():
+    directory = index.cache_root / key
+    async with _locks.setdefault(key, asyncio.Lock()):
+        if await asyncio.to_thread(index.verified, key):
+            built_in = (directory / _BUILT).read_text() if (directory / _BUILT).is_file() else ""
             unit = BuiltUnit(name=file_name, cache_key=key, cached=True, seconds=time.monotonic() - start)
-            return ProgramBuild(CompileResult(ok=True, seconds=unit.seconds, units=[unit]), binary)
-        (directory / file_name).write_text(source)
-        partial = directory / (BINARY_NAME + ".partial")
-        argv = [nvcc, "-O3", "-lineinfo", f"-arch={arch}", *flags, "-o", str(partial), file_name, "-ldl"]
-        outcome = await run_process(sandbox.wrap_cpu(argv), cwd=directory, timeout=timeout, env=os.environ)
-        log = (outcome.stdout + outcome.stderr)[-LOG_LIMIT:]
-        if outcome.timed_out:
-            log += f"\nnvcc did not finish within {timeout:.0f} s"
-        seconds = time.monotonic() - start
-        if not outcome.ok:
-            return ProgramBuild(
-                CompileResult(ok=False, diagnostics=parse_diagnostics(log), log=log, seconds=seconds), None
-            )
-        partial.replace(binary)
+            result = CompileResult(ok=True, seconds=unit.seconds, units=[unit])
+            return ProgramBuild(result, directory / BINARY_NAME, built_in)
+
+        def argv(cell: Path) -> list[str]:
+            output = cell / key / BINARY_NAME
+            output.parent.mkdir(exist_ok=True)
+            return [nvcc, "-O3", "-lineinfo", f"-arch={arch}", *flags, "-o", str(output), str(cell / file_name), "-ldl"]
+
+        async with cells.run("", argv, files={file_name: source}, gpu=None, timeout=timeout) as (outcome, cell):
+            log = (outcome.stdout + outcome.stderr)[-LOG_LIMIT:]
+            if outcome.timed_out:
+                log += f"\nnvcc did not finish within {timeout:.0f} s"
+            seconds = time.monotonic() - start
+            if not outcome.ok or not (cell / key / BINARY_NAME).is_file():
+                return ProgramBuild(
+                    CompileResult(ok=False, diagnostics=parse_diagnostics(log), log=log, seconds=seconds), None
+                )
+            (cell / key / _BUILT).write_text(str(cell))
+            await asyncio.to_thread(index.install, cell / key, key, [BINARY_NAME, _BUILT])
+        if not index.verified(key):
+            message = "the built program could not be installed in the cache"
+            return ProgramBuild(CompileResult(ok=False, log=message, seconds=seconds), None)
         unit = BuiltUnit(name=file_name, cache_key=key, cached=False, seconds=seconds)
         result = CompileResult(ok=True, diagnostics=parse_diagnostics(log), log=log, seconds=seconds, units=[unit])
-        return ProgramBuild(result, binary)
-    finally:
-        lock.close()
+        return ProgramBuild(result, directory / BINARY_NAME, str(cell))

@@ -115,7 +115,10 @@ def job_error(status: HarnessStatus) -> JobError:
 def source_map(builds: list[dict[str, Any]], user_file: str) -> dict[str, tuple[str, int]]:
     """Generated cuda.cu files of load_inline builds -> (the user's file, line offset), for hotspots."""
     return {
-        str(Path(b["build_directory"]) / "cuda.cu"): (user_file, b["cuda_first_line"] - CUDA_PREFIX_LINES - 1)
+        str(Path(b.get("compiled_in") or b["build_directory"]) / "cuda.cu"): (
+            user_file,
+            b["cuda_first_line"] - CUDA_PREFIX_LINES - 1,
+        )
         for b in builds
         if b.get("cuda_first_line")
     }

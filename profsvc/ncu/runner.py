@@ -1,4 +1,4 @@
-"""Run a target under ncu: the only place profsvc builds ncu's command line and reads its output.
+"""Follow an ncu run: the only place profsvc reads ncu's output (profsvc.ncu.command builds its command line).
 
 ncu's own chatter (==PROF== lines) is read as it arrives, to report progress
 and the number of replay passes per kernel; the figures themselves are read
@@ -8,12 +8,11 @@ from the exported report, never from this text.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from profsvc.ncu.command import NcuOptions, ncu_command
-from profsvc.proc import ProcessResult, run_process
+from profsvc.proc import ProcessResult
 
 _PROFILING = re.compile(r'==PROF== Profiling "(?P<name>[^"]*)"(?:\s*-\s*(?P<index>\d+))?')
 _PERCENT = re.compile(r"(\d+)%")
@@ -47,7 +46,7 @@ class NcuOutcome:
     report: Path | None = None
 
 
-class _ProgressParser:
+class ProgressParser:
     """Incremental parser of ncu's stdout."""
 
     def __init__(self, on_progress: Callable[[NcuProgress], None] | None, skip_kernels: int = 0) -> None:
@@ -91,45 +90,13 @@ class _ProgressParser:
             )
 
 
-async def run_ncu(
-    ncu: str,
-    options: NcuOptions,
-    target: Sequence[str],
-    *,
-    env: Mapping[str, str],
-    cwd: Path,
-    timeout: float,
-    on_progress: Callable[[NcuProgress], None] | None = None,
-    prefix: Sequence[str] = (),
-) -> NcuOutcome:
-    """Profile `target` under ncu and say how it went (the report is at options.export_path)."""
-    command = ncu_command(ncu, options, target)
+def ncu_outcome(command: list[str], result: ProcessResult, parser: ProgressParser, report: Path) -> NcuOutcome:
+    """How an ncu run ended, from its process, the parser that followed its stdout, and where its report is.
 
-    def start(feed: Callable[[str], None]) -> Awaitable[ProcessResult]:
-        return run_process([*prefix, *command], cwd=cwd, env=env, timeout=timeout, on_stdout=feed)
-
-    return await follow_ncu(command, options, start, on_progress)
-
-
-async def follow_ncu(
-    command: list[str],
-    options: NcuOptions,
-    run: Callable[[Callable[[str], None]], Awaitable[ProcessResult]],
-    on_progress: Callable[[NcuProgress], None] | None = None,
-    skip_kernels: int = 0,
-) -> NcuOutcome:
-    """Follow an ncu process to its end: `run(feed)` runs it (fresh, or a warm worker already under ncu).
-
-    `skip_kernels`: how many of ncu's first profiled kernels are not the job's (a primed worker's own), left out
-    of the passes and the progress, however much of their output `feed` is given.
+    The parser's `skip_kernels` left a primed worker's own kernel out of the passes and the progress.
     """
-    parser = _ProgressParser(on_progress, skip_kernels)
-    result = await run(parser.feed)
     parser.feed("\n")
     text = result.stdout + "\n" + result.stderr
-    report = Path(options.export_path)
-    if report.suffix != ".ncu-rep":
-        report = report.with_name(report.name + ".ncu-rep")
     return NcuOutcome(
         command=command,
         returncode=result.returncode,
@@ -139,5 +106,5 @@ async def follow_ncu(
         errors=[e.strip() for e in _ERROR.findall(text)],
         no_kernels=_NO_KERNELS in text,
         output_tail=text[-4000:],
-        report=report if report.is_file() else None,
+        report=report if report.is_file() and not report.is_symlink() else None,
     )

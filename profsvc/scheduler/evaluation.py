@@ -92,6 +92,7 @@ async def evaluate(
         result.sol_definition = SOL_DEFINITION
     elif skip_profile:
         result.profile = ProfileResult()
-    result.ok = result.static_check.ok and result.correctness.ok and result.benchmark.ok
+    decided = not result.benchmark.decisive_flags
+    result.ok = result.static_check.ok and result.correctness.ok and result.benchmark.ok and decided
     result.report_text = render_evaluation(result)
     return result

@@ -23,15 +23,16 @@ class SourceSpec:
     reference_text: str = ""
     nvcc_flags: tuple[str, ...] = ()
 
-    def write(self, workspace: Path) -> tuple[Path, Path | None]:
-        """Put the files into a job workspace; return (main, reference or None)."""
-        main = workspace / self.main_name
-        main.write_text(self.main_text)
-        if not self.reference_name:
-            return main, None
-        reference = workspace / self.reference_name
-        reference.write_text(self.reference_text)
-        return main, reference
+    def files(self) -> dict[str, str | bytes]:
+        """The files a worker's cell gets: name -> content."""
+        files: dict[str, str | bytes] = {self.main_name: self.main_text}
+        if self.reference_name:
+            files[self.reference_name] = self.reference_text
+        return files
+
+    def paths(self, cell: Path) -> tuple[Path, Path | None]:
+        """Where the files are in a cell: (main, reference or None)."""
+        return cell / self.main_name, (cell / self.reference_name if self.reference_name else None)
 
 
 @dataclass(frozen=True)

@@ -18,15 +18,16 @@ import secrets
 import shlex
 import shutil
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path, PurePath
 
 from profsvc.build.cache import BuildCache
-from profsvc.build.nvcc import build_cuda_program
-from profsvc.build.python_problem import HarnessStatus, compile_problem, harness_argv, job_error, source_map
+from profsvc.build.nvcc import ProgramBuild, build_cuda_program
+from profsvc.build.python_problem import HarnessStatus, compile_result, harness_argv, job_error, source_map
+from profsvc.build.service import BuildCacheIndex, BuildService
 from profsvc.config import ServerConfig
 from profsvc.host import HostInfo
-from profsvc.jobenv import job_environment
+from profsvc.jail import Jail, close_jail
 from profsvc.metrics.analysis import ReportAnalysis
 from profsvc.metrics.catalog import load_catalog
 from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE
@@ -38,16 +39,18 @@ from profsvc.ncu.command import (
     ncu_command,
 )
 from profsvc.ncu.metric_sets import resolve
-from profsvc.ncu.runner import NcuOutcome, NcuProgress, follow_ncu, run_ncu
-from profsvc.proc import ProcessResult, run_process
+from profsvc.ncu.runner import NcuOutcome, NcuProgress, ProgressParser, ncu_outcome
+from profsvc.proc import ProcessResult
 from profsvc.report.delta import compute_delta
 from profsvc.report.text import render_text
-from profsvc.sandbox import NO_NETWORK_ISOLATION, Sandbox
 from profsvc.scheduler.artifacts import Workspaces
+from profsvc.scheduler.cells import Cells
 from profsvc.scheduler.compiled import CompiledSources
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
+from profsvc.scheduler.relay import Relay
 from profsvc.scheduler.sessions import SessionStore
-from profsvc.scheduler.standby import StandbyGone, StandbyPool, StandbySpec
+from profsvc.scheduler.standby import StandbyPool, StandbySpec
+from profsvc.staticcheck.kernels import own_kernel_names
 from profsvc.telemetry import Telemetry
 from profsvc.worker.standby import WARM_LIBRARIES, WARM_PROFILER
 from profsvc_client.errors import InvalidRequest, PreconditionFailed, Reason, ResourceExhausted
@@ -66,6 +69,14 @@ from profsvc_client.models import (
 HARNESS_RANGE = "profsvc"
 HARNESS_MODULE = "profsvc.worker.harness"
 ANALYZE_MODULE = "profsvc.worker.analyze_report"
+BUILDER_MODULE = "profsvc.worker.builder"
+JUDGE_MODULE = "profsvc.worker.judge"
+# How long the candidate's process gets to exit once the judge is done.
+CANDIDATE_EXIT_S = 5.0
+UNJAILED = (
+    "this server runs jobs unjailed (--unjailed): the job could read and write what the server can, and reach"
+    " the network"
+)
 ANALYZE_TIMEOUT_S = 300.0
 REPORT_NAME = "report.ncu-rep"
 CHART_NAMES = ("roofline.png", "roofline.svg")
@@ -101,18 +112,36 @@ def _upload_name(filename: str) -> str:
     return name
 
 
+def _compile_error(compiled: CompileResult) -> JobError:
+    return JobError(
+        kind="compile_error",
+        stage=Stage.COMPILING,
+        message=compiled.diagnostics[0].message if compiled.diagnostics else "the build failed",
+        detail=compiled.log[-4000:],
+    )
+
+
+def _locations(source: SourceSpec, builds: list[dict[str, object]]) -> dict[str, tuple[str, int]]:
+    """Where the report's source files are in the user's own files (for hotspot lines)."""
+    if source.kind == SourceKind.CUDA_PROGRAM:
+        # nvcc compiled the program in a cell of its own: report its lines under the user's file name.
+        return {str(Path(str(b["compiled_in"])) / source.main_name): (source.main_name, 0) for b in builds}
+    return source_map(builds, source.main_name)
+
+
 class Scheduler:
     """Runs compile, profile and analyze jobs."""
 
-    def __init__(self, config: ServerConfig, host: HostInfo, sandbox: Sandbox, telemetry: Telemetry) -> None:
+    def __init__(self, config: ServerConfig, host: HostInfo, jail: Jail | None, telemetry: Telemetry) -> None:
         self.config = config
         self.host = host
-        self.sandbox = sandbox
+        self.jail = jail
         self.telemetry = telemetry
         self.sessions = SessionStore(config.max_sessions, config.session_bytes, config.session_ttl_s)
         self.cache = BuildCache(config.cache_dir)
         self.workspaces = Workspaces(config.jobs_dir, keep=config.keep_jobs)
         self._compile_slots = asyncio.Semaphore(config.compile_workers)
+        self._analyze_slots = asyncio.Semaphore(config.compile_workers)
         self._free_gpus: asyncio.Queue[int] = asyncio.Queue()
         # Held by the job on a GPU, and by a warm ncu worker while it primes (scheduler.standby).
         self._gpu_locks: dict[int, asyncio.Lock] = {}
@@ -122,6 +151,15 @@ class Scheduler:
         self._admitted = 0
         self._waiting_for_gpu = 0
         self.standby = StandbyPool(config.state_dir / "standby")
+        self.index = BuildCacheIndex(config.cache_dir, config.state_dir / "index")
+        self.builds = BuildService(self.index, self._run_builder)
+        self.cells = Cells(
+            config.state_dir / "cells",
+            jail,
+            self.standby,
+            cuda_arch=config.cuda_arch or host.default_arch,
+            base_handlers={"build": self.builds.handle},
+        )
         # A primed worker holds up every other ncu's kernels on its GPU while it waits (measured on one H200:
         # tools/ncu_lock_probe.sh). Whether that hold spans GPUs is not measured: with several GPUs, an idle
         # primed worker might hold up every other GPU's profiles, so only a one-GPU host primes.
@@ -131,80 +169,86 @@ class Scheduler:
     # ------------------------------------------------------------ warm workers
 
     async def start(self) -> None:
-        """Start the warm workers the configuration asks for (see scheduler.standby)."""
+        """Check the build cache against its index and start the warm workers the configuration asks for."""
         self.standby.remove_stale()
+        await asyncio.to_thread(self.index.sweep)
         if not self.config.warm_workers:
             return
+        cache = [self.cache.root]
         # Two where jobs arrive faster than a worker warms up (a batch): builds, and profiles on each GPU.
-        self.standby.keep("compile", self._standby_spec(HARNESS_MODULE, None, self.sandbox.wrap_cpu), depth=2)
-        self.standby.keep("analyze", self._standby_spec(ANALYZE_MODULE, None, self.sandbox.wrap_cpu))
+        self.standby.keep("compile", self._spec(HARNESS_MODULE, None, readonly=cache), depth=2)
+        self.standby.keep("builder", self._spec(BUILDER_MODULE, None, readonly=cache))
+        self.standby.keep("analyze", self._spec(ANALYZE_MODULE, None))
         for gpu in self._gpu_indices():
             # Not under ncu: this one may also start the GPU libraries a timing run needs (cuBLAS, CUPTI).
-            run = self._standby_spec(HARNESS_MODULE, gpu, self.sandbox.wrap, extra={WARM_LIBRARIES: "1"})
+            run = self._spec(HARNESS_MODULE, gpu, readonly=cache, extra={WARM_LIBRARIES: "1"})
             self.standby.keep(f"run-gpu{gpu}", run)
+            self.standby.keep(f"judge-gpu{gpu}", self._spec(JUDGE_MODULE, gpu, extra={WARM_LIBRARIES: "1"}))
             if self.host.ncu is not None:
                 self.standby.keep(f"ncu-gpu{gpu}", self._ncu_standby_spec(gpu), depth=2)
 
+    def isolation(self) -> str:
+        """How job processes are isolated here, in one line."""
+        return self.jail.describe() if self.jail is not None else UNJAILED
+
     async def close(self) -> None:
-        """Stop the warm workers."""
+        """Stop the warm workers and release the jail's cgroups."""
         await self.standby.close()
+        await close_jail(self.jail)
 
     def _gpu_indices(self) -> list[int]:
         return [gpu.index for gpu in self.host.gpus]
 
     def _worker_argv(self, module: str, directory: Path) -> list[str]:
-        return [self.config.python, "-m", module, "--standby", str(directory), "--server-pid", str(os.getpid())]
+        # A jailed worker cannot see the server's pid (its own PID namespace): 0 turns that lifeline off; the
+        # jail dies with the server instead.
+        server = 0 if self.jail is not None else os.getpid()
+        return [self.config.python, "-m", module, "--standby", str(directory), "--server-pid", str(server)]
 
-    def _standby_environment(
-        self, gpu: int | None, extra: dict[str, str] | None = None
-    ) -> Callable[[Path], dict[str, str]]:
-        return lambda directory: job_environment(directory, gpu_index=gpu, cuda_arch=self._arch(), extra=extra)
-
-    def _standby_spec(
-        self, module: str, gpu: int | None, wrap: Callable[[list[str]], list[str]], extra: dict[str, str] | None = None
+    def _spec(
+        self, module: str, gpu: int | None, *, readonly: list[Path] | None = None, extra: dict[str, str] | None = None
     ) -> StandbySpec:
-        return StandbySpec(
-            command=lambda directory: wrap(self._worker_argv(module, directory)),
-            environment=self._standby_environment(gpu, extra),
+        return self.cells.spec(
+            lambda directory: self._worker_argv(module, directory), gpu, readonly=readonly or [], extra=extra
         )
 
     def _ncu_standby_spec(self, gpu: int) -> StandbySpec:
         def command(directory: Path) -> list[str]:
             assert self.host.ncu is not None
             options = self._warm_ncu_options(directory / REPORT_NAME)
-            worker = self._worker_argv(HARNESS_MODULE, directory)
-            return [*self.sandbox.network_prefix, *ncu_command(self.host.ncu.path, options, worker)]
+            return ncu_command(self.host.ncu.path, options, self._worker_argv(HARNESS_MODULE, directory))
 
-        if not self._prime_ncu_workers:
-            return StandbySpec(command=command, environment=self._standby_environment(gpu))
-        return StandbySpec(
-            command=command,
-            environment=self._standby_environment(gpu, {WARM_PROFILER: "1"}),
-            prime_lock=self._gpu_locks[gpu],
+        primed = self._prime_ncu_workers
+        return self.cells.spec(
+            command,
+            gpu,
+            readonly=[self.cache.root],
+            extra={WARM_PROFILER: "1"} if primed else None,
+            prime_lock=self._gpu_locks[gpu] if primed else None,
         )
 
-    async def _run_worker(
-        self,
-        kind: str,
-        argv: list[str],
-        *,
-        fresh: Callable[[list[str]], list[str]],
-        cwd: Path,
-        env: dict[str, str],
-        timeout: float,
-        stdin: bytes | None = None,
-    ) -> ProcessResult:
-        """Run a worker (`python -m module args`): on the kind's warm worker when there is one, else fresh."""
-        standby = await self.standby.take(kind)
-        if standby is not None:
-            try:
-                text = stdin.decode() if stdin else ""
-                return await standby.run(argv[3:], cwd=cwd, stdin=text, timeout=timeout, on_stdout=None)
-            except StandbyGone:
-                pass  # it died before taking the job: run the job fresh
-            finally:
-                standby.discard()
-        return await run_process(fresh(argv), cwd=cwd, env=env, timeout=timeout, stdin_data=stdin)
+    @contextlib.asynccontextmanager
+    async def _run_builder(self, request: dict[str, object]) -> AsyncIterator[tuple[ProcessResult, Path]]:
+        """The trusted builder in a cell of its own (build.service): its staging folder is the cell."""
+
+        def argv(cell: Path) -> list[str]:
+            command = [self.config.python, "-m", BUILDER_MODULE, "--request", str(cell / "request.json")]
+            command += ["--result", str(cell / "result.json"), "--cache", str(self.cache.root)]
+            return [*command, "--staging", str(cell)]
+
+        async with (
+            self._compile_slots,
+            self._timed("build"),
+            self.cells.run(
+                "builder",
+                argv,
+                files={"request.json": json.dumps(request)},
+                gpu=None,
+                timeout=self.config.limits.compile_timeout_s,
+                readonly=[self.cache.root],
+            ) as ran,
+        ):
+            yield ran
 
     # ------------------------------------------------------------ admission
 
@@ -280,21 +324,17 @@ class Scheduler:
         for phase, seconds in status.phase_seconds().items():
             self.telemetry.observe(f"{stage}:{phase}", seconds)
 
-    def _env(self, job: _Job, gpu: int | None) -> dict[str, str]:
-        return job_environment(job.workspace, gpu_index=gpu, cuda_arch=self._arch())
-
     def _arch(self) -> str:
         return self.config.cuda_arch or self.host.default_arch
 
     async def _build(
         self, job: _Job, source: SourceSpec
-    ) -> tuple[CompileResult, Path | None, Path | None, HarnessStatus | None]:
-        """Build in the workspace: (result, main file or binary, reference file, harness status)."""
-        main, reference = source.write(job.workspace)
+    ) -> tuple[CompileResult, ProgramBuild | None, HarnessStatus | None]:
+        """Build: (result, the built program for a CUDA program, the harness status of a Python problem)."""
         job.report(Stage.COMPILING, f"building {source.main_name}")
-        async with self._compile_slots, self._timed("compile"):
-            if source.kind == SourceKind.CUDA_PROGRAM:
-                self.require_nvcc()
+        if source.kind == SourceKind.CUDA_PROGRAM:
+            self.require_nvcc()
+            async with self._compile_slots, self._timed("compile"):
                 build = await build_cuda_program(
                     source=source.main_text,
                     file_name=source.main_name,
@@ -302,42 +342,49 @@ class Scheduler:
                     arch=self._arch(),
                     nvcc=self.host.nvcc_path,
                     nvcc_version=self.host.nvcc_version,
-                    cache=self.cache,
-                    timeout=self.config.limits.compile_timeout_s,
-                    sandbox=self.sandbox,
-                )
-                return build.result, build.binary, None, None
-            remembered = self.compiled.get(source)
-            if remembered is not None:
-                return remembered[0], main, reference, remembered[1]
-            env = self._env(job, None)
-
-            def run(argv: list[str]) -> Awaitable[ProcessResult]:
-                return self._run_worker(
-                    "compile",
-                    argv,
-                    fresh=self.sandbox.wrap_cpu,
-                    cwd=job.workspace,
-                    env=env,
+                    index=self.index,
+                    cells=self.cells,
                     timeout=self.config.limits.compile_timeout_s,
                 )
+            return build.result, build, None
+        remembered = self.compiled.get(source)
+        if remembered is not None:
+            return remembered[0], None, remembered[1]
+        start = time.monotonic()
+        status_name = "compile-status.json"
 
-            result, status = await compile_problem(
-                python=self.config.python,
-                main=main,
-                reference=reference,
-                cache_root=self.cache.root,
-                workspace=job.workspace,
-                run=run,
+        def argv(cell: Path) -> list[str]:
+            main, reference = source.paths(cell)
+            return harness_argv(self.config.python, main, reference, self.cache.root, cell / status_name, "compile")
+
+        # The import runs user code: bounded by the build timeout, but holding no build slot (the builds it asks
+        # for take one each, in the builder).
+        async with (
+            self._timed("compile"),
+            self.cells.run(
+                "compile",
+                argv,
+                files=source.files(),
+                gpu=None,
+                timeout=self.config.limits.compile_timeout_s,
+                readonly=[self.cache.root],
+            ) as (process, cell),
+        ):
+            status = HarnessStatus.read(
+                cell / status_name,
+                returncode=process.returncode,
+                timed_out=process.timed_out,
+                output=process.stderr or process.stdout,
             )
-            self._record_phases("compile", status)
-            self.compiled.put(source, result, status)
-            return result, main, reference, status
+        result = compile_result(status, source.main_name, time.monotonic() - start)
+        self._record_phases("compile", status)
+        self.compiled.put(source, result, status)
+        return result, None, status
 
     async def compile(self, source: SourceSpec, progress: ProgressSink | None = None) -> CompileResult:
         """Build a source; a compile error is a result."""
         async with self._admit(progress) as job:
-            result, _, _, _ = await self._build(job, source)
+            result, _, _ = await self._build(job, source)
             return result
 
     # ------------------------------------------------------------ correctness and timing
@@ -345,35 +392,95 @@ class Scheduler:
     async def run_checks(
         self, source: SourceSpec, mode: str, options: dict[str, int], progress: ProgressSink | None = None
     ) -> tuple[CompileResult, HarnessStatus | None]:
-        """Build, then run the worker harness in `mode` (correctness, benchmark, evaluate) holding a GPU."""
+        """Build, then run `mode` (correctness, benchmark, evaluate) on a GPU: the judge in one cell, the
+        candidate's process in another (profsvc.worker.judge); the judge's status is the answer."""
         self.require_gpu()
         async with self._admit(progress) as job:
-            compiled, main, reference, _ = await self._build(job, source)
-            if not compiled.ok or main is None:
+            compiled, _, _ = await self._build(job, source)
+            if not compiled.ok:
                 return compiled, None
-            status_path = job.workspace / f"{mode}-status.json"
-            argv = harness_argv(self.config.python, main, reference, self.cache.root, status_path, mode, **options)
-            argv.append("--seed-stdin")
-            # A fresh secret per job: the worker reads it from stdin before user code runs.
-            secret = json.dumps({"seed": secrets.randbits(62)}).encode() + b"\n"
             async with self._gpu(job) as gpu:
                 job.report(Stage.RUNNING, f"running {mode} on GPU {gpu}")
                 with self.telemetry.stage(mode):
-                    process = await self._run_worker(
-                        f"run-gpu{gpu}",
-                        argv,
-                        fresh=self.sandbox.wrap,
-                        cwd=job.workspace,
-                        env=self._env(job, gpu),
-                        timeout=self.config.limits.job_timeout_s,
-                        stdin=secret,
-                    )
-            status = HarnessStatus.read(
-                status_path, returncode=process.returncode, timed_out=process.timed_out, output=process.stderr
-            )
+                    status = await self._judged(source, mode, options, gpu)
             self._record_phases(mode, status)
             job.report(Stage.DONE, "done")
             return compiled, status
+
+    async def _judged(self, source: SourceSpec, mode: str, options: dict[str, int], gpu: int) -> HarnessStatus:
+        """The judge and the candidate's process, paired by a relay; the judge's status."""
+        relay = Relay()
+        status_name = f"{mode}-status.json"
+        timeout = self.config.limits.job_timeout_s
+        # The judge holds the reference (the whole file where the problem comes as one), the candidate's process
+        # its own file alone.
+        reference_name, reference_text = (
+            (source.reference_name, source.reference_text)
+            if source.reference_name
+            else (source.main_name, source.main_text)
+        )
+        names, vendor = own_kernel_names(source.main_text)
+        judge_files: dict[str, str | bytes] = {
+            reference_name: reference_text,
+            "own-kernels.json": json.dumps({"names": sorted(names), "vendor": vendor}),
+        }
+
+        def judge_argv(cell: Path) -> list[str]:
+            relay.judge_cell = cell
+            command = [self.config.python, "-m", JUDGE_MODULE, "--reference", str(cell / reference_name)]
+            command += ["--status", str(cell / status_name), "--mode", mode, "--warmup", str(options["warmup"])]
+            command += ["--trials", str(options["trials"]), "--timed-calls", str(options["timed-calls"])]
+            return [*command, "--own-kernels", str(cell / "own-kernels.json")]
+
+        def candidate_argv(cell: Path) -> list[str]:
+            relay.candidate_cell = cell
+            main = cell / source.main_name
+            return harness_argv(self.config.python, main, None, self.cache.root, cell / "status.json", "candidate")
+
+        async def candidate() -> None:
+            process = None
+            try:
+                async with self.cells.run(
+                    f"run-gpu{gpu}",
+                    candidate_argv,
+                    files={source.main_name: source.main_text},
+                    gpu=gpu,
+                    timeout=timeout,
+                    readonly=[self.cache.root],
+                    handlers={"next": relay.candidate_next},
+                ) as (process, _):
+                    pass
+            finally:
+                relay.candidate_ended(process)
+
+        running = asyncio.get_running_loop().create_task(candidate())
+        # A fresh secret per job, read by the judge from stdin: the candidate's process never sees it.
+        secret = json.dumps({"seed": secrets.randbits(62)}).encode() + b"\n"
+        try:
+            async with self.cells.run(
+                f"judge-gpu{gpu}",
+                judge_argv,
+                files=judge_files,
+                gpu=gpu,
+                timeout=timeout,
+                stdin=secret,
+                handlers={"candidate": relay.judge_command},
+            ) as (process, cell):
+                status = HarnessStatus.read(
+                    cell / status_name,
+                    returncode=process.returncode,
+                    timed_out=process.timed_out,
+                    output=process.stderr,
+                )
+        finally:
+            relay.judge_ended()
+            # The candidate's process was told to exit: a moment for that, then it is killed.
+            done, _ = await asyncio.wait([running], timeout=CANDIDATE_EXIT_S)
+            if not done:
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
+        return status
 
     # ------------------------------------------------------------ profile
 
@@ -413,44 +520,53 @@ class Scheduler:
         )
 
     async def _run_ncu(
-        self, job: _Job, gpu: int, options: NcuOptions, argv: list[str], on_progress: Callable[[NcuProgress], None]
+        self,
+        job: _Job,
+        gpu: int,
+        options: NcuOptions,
+        make_argv: Callable[[Path], list[str]],
+        files: dict[str, str | bytes],
+        readonly: list[Path],
+        on_progress: Callable[[NcuProgress], None],
+        keep: tuple[str, ...] = (),
     ) -> NcuOutcome:
-        """Run the target under ncu: on the GPU's warm worker when the options are the default ones, else fresh."""
+        """Run the target under ncu in a cell: on the GPU's warm worker when the options are the default ones (a
+        Python problem's profile), else fresh. The report, and the files named in `keep`, are moved out of the
+        cell into the job's workspace (the outcome names the report there)."""
         assert self.host.ncu is not None
+        ncu = self.host.ncu.path
         kind = f"ncu-gpu{gpu}"
-        warm = argv[1:3] == ["-m", HARNESS_MODULE] and options == self._default_ncu_options(options.export_path)
-        standby = await self.standby.take(kind) if warm else None
-        if standby is not None:
-            try:
-                warm_options = self._warm_ncu_options(standby.directory / REPORT_NAME)
-                command = ncu_command(self.host.ncu.path, warm_options, argv)
+        warm = options == self._default_ncu_options(options.export_path) and kind in self.standby.kinds()
+        # A primed worker's own kernel is ncu's first; the analysis leaves it out of the report's too.
+        parser = ProgressParser(on_progress, skip_kernels=1 if warm and self._prime_ncu_workers else 0)
+        commands: list[list[str]] = []
 
-                def run(feed: Callable[[str], None]) -> Awaitable[ProcessResult]:
-                    timeout = self.config.limits.job_timeout_s
-                    return standby.run(argv[3:], cwd=job.workspace, stdin="", timeout=timeout, on_stdout=feed)
+        def fresh(argv: list[str], cell: Path) -> list[str]:
+            commands.append(ncu_command(ncu, dataclasses.replace(options, export_path=cell / REPORT_NAME), argv))
+            return commands[-1]
 
-                # A primed worker's own kernel is ncu's first; the analysis leaves it out of the report's too.
-                skip = 1 if self._prime_ncu_workers else 0
-                outcome = await follow_ncu(command, warm_options, run, on_progress, skip_kernels=skip)
-                if outcome.report is not None:
-                    outcome.report = Path(shutil.move(outcome.report, options.export_path))
-                return outcome
-            except StandbyGone:
-                pass  # it died before taking the job: run the job fresh
-            finally:
-                standby.discard()
-        # A second ncu on the GPU beside the waiting warm workers' could wait for them: pause them meanwhile.
-        async with self.standby.paused(kind):
-            return await run_ncu(
-                self.host.ncu.path,
-                options,
-                argv,
-                env=self._env(job, gpu),
-                cwd=job.workspace,
-                timeout=self.config.limits.job_timeout_s,
-                on_progress=on_progress,
-                prefix=self.sandbox.network_prefix,
-            )
+        def target(cell: Path) -> list[str]:
+            if warm:
+                commands.append(ncu_command(ncu, self._warm_ncu_options(cell / REPORT_NAME), make_argv(cell)))
+            return make_argv(cell)
+
+        async with self.cells.run(
+            kind if warm else "",
+            target,
+            files=files,
+            gpu=gpu,
+            timeout=self.config.limits.job_timeout_s,
+            readonly=readonly,
+            on_stdout=parser.feed,
+            fresh=fresh,
+        ) as (process, cell):
+            outcome = ncu_outcome(commands[-1] if commands else [], process, parser, cell / REPORT_NAME)
+            if outcome.report is not None:
+                outcome.report = Path(shutil.move(outcome.report, options.export_path))
+            for name in keep:
+                if (cell / name).is_file() and not (cell / name).is_symlink():
+                    shutil.move(cell / name, job.workspace / name)
+        return outcome
 
     async def profile(self, spec: ProfileSpec, progress: ProgressSink | None = None) -> ProfileResult:
         """Build, run under ncu, read the report; with a session, add the delta against its last result."""
@@ -469,26 +585,21 @@ class Scheduler:
     async def _profile(self, spec: ProfileSpec, progress: ProgressSink | None) -> ProfileResult:
         self.require_profiling()
         async with self._admit(progress) as job:
-            compiled, target, reference, compile_status = await self._build(job, spec.source)
+            compiled, built, compile_status = await self._build(job, spec.source)
             builds = list(compile_status.builds) if compile_status else []
+            program = built.binary if built is not None else None
+            if built is not None:
+                builds.append({"compiled_in": built.compiled_in})
             result = ProfileResult(job_id=job.id, compile=compiled)
-            if not self.sandbox.isolates_network:
-                result.warnings.append(NO_NETWORK_ISOLATION)
-            if not compiled.ok or target is None:
-                result.error = JobError(
-                    kind="compile_error",
-                    stage=Stage.COMPILING,
-                    message=compiled.diagnostics[0].message if compiled.diagnostics else "the build failed",
-                    detail=compiled.log[-4000:],
-                )
+            if self.jail is None:
+                result.warnings.append(UNJAILED)
+            if not compiled.ok or (built is not None and program is None):
+                result.error = _compile_error(compiled)
                 return self._finish(result)
-            report = job.workspace / REPORT_NAME
-            options = self._ncu_options(spec, report)
-            status_path = job.workspace / "profile-status.json"
-            if spec.source.kind == SourceKind.CUDA_PROGRAM:
-                argv = [str(target)]
-            else:
-                argv = harness_argv(self.config.python, target, reference, self.cache.root, status_path, "profile")
+            options = self._ncu_options(spec, job.workspace / REPORT_NAME)
+            status_name = "profile-status.json"
+            source = spec.source
+            argv, readonly, files = self._profile_target(source, program, status_name)
             async with self._gpu(job) as gpu:
                 job.report(Stage.RUNNING, f"running under ncu on GPU {gpu}")
 
@@ -497,7 +608,7 @@ class Scheduler:
                     job.report(Stage.PROFILING, message, kernel_index=event.kernel_index, passes=event.passes)
 
                 with self.telemetry.stage("profile"):
-                    outcome = await self._run_ncu(job, gpu, options, argv, on_ncu)
+                    outcome = await self._run_ncu(job, gpu, options, argv, files, readonly, on_ncu, (status_name,))
             assert self.host.ncu is not None
             result.ncu = NcuRun(
                 version=self.host.ncu.version,
@@ -505,9 +616,12 @@ class Scheduler:
                 passes=outcome.passes,
                 seconds=outcome.seconds,
             )
-            if spec.source.kind == SourceKind.PYTHON_PROBLEM:
+            if program is None:
                 status = HarnessStatus.read(
-                    status_path, returncode=outcome.returncode, timed_out=outcome.timed_out, output=outcome.output_tail
+                    job.workspace / status_name,
+                    returncode=outcome.returncode,
+                    timed_out=outcome.timed_out,
+                    output=outcome.output_tail,
                 )
                 self._record_phases("profile", status)
                 builds += status.builds
@@ -519,12 +633,7 @@ class Scheduler:
                 result.error = failure or JobError(kind="ncu_failed", stage=Stage.PROFILING)
                 return self._finish(result)
             job.report(Stage.PARSING, "reading the report")
-            if spec.source.kind == SourceKind.CUDA_PROGRAM:
-                # nvcc compiled the program in its cache folder: report its lines under the user's file name.
-                locations = {str(target.parent / spec.source.main_name): (spec.source.main_name, 0)}
-            else:
-                locations = source_map(builds, spec.source.main_name)
-            analysis = await self._analyze_file(job, outcome.report, KernelFilter(), locations)
+            analysis = await self._analyze_file(job, outcome.report, KernelFilter(), _locations(source, builds))
             result.device, result.kernels, result.aggregate = analysis.device, analysis.kernels, analysis.aggregate
             result.warnings.extend(analysis.warnings)
             result.warnings.extend(f"ncu: {e}" for e in outcome.errors)
@@ -535,6 +644,19 @@ class Scheduler:
                 result.error = JobError(kind="no_kernels_profiled", stage=Stage.PARSING, message=analysis.warnings[0])
             job.report(Stage.DONE, "done")
             return self._finish(result)
+
+    def _profile_target(
+        self, source: SourceSpec, program: Path | None, status_name: str
+    ) -> tuple[Callable[[Path], list[str]], list[Path], dict[str, str | bytes]]:
+        """What runs under ncu: (its argv in a cell, the folders it reads, the files its cell gets)."""
+        if program is not None:
+            return (lambda cell: [str(program)]), [program.parent], {}
+
+        def argv(cell: Path) -> list[str]:
+            main, reference = source.paths(cell)
+            return harness_argv(self.config.python, main, reference, self.cache.root, cell / status_name, "profile")
+
+        return argv, [self.cache.root], source.files()
 
     def _ncu_failure(self, outcome: NcuOutcome) -> JobError | None:
         """Why an ncu run left no report to read (None when it left one)."""
@@ -558,13 +680,28 @@ class Scheduler:
     async def _analyze_file(
         self, job: _Job, report: Path, kernel_filter: KernelFilter, source_map: dict[str, tuple[str, int]] | None = None
     ) -> ReportAnalysis:
-        argv = [self.config.python, "-m", ANALYZE_MODULE, str(report), "--filter", kernel_filter.model_dump_json()]
-        argv += ["--charts", str(job.workspace), "--source-map", json.dumps(source_map or {})]
-        env = job_environment(job.workspace, gpu_index=None)
-        async with self._compile_slots, self._timed("parse"):
-            process = await self._run_worker(
-                "analyze", argv, fresh=self.sandbox.wrap_cpu, cwd=job.workspace, env=env, timeout=ANALYZE_TIMEOUT_S
-            )
+        """Read a report in an analyze worker's cell (a copy of it: the reader may be fed a hostile file); its
+        charts are moved into the job's workspace."""
+
+        def argv(cell: Path) -> list[str]:
+            command = [self.config.python, "-m", ANALYZE_MODULE, str(cell / "report" / report.name)]
+            command += ["--filter", kernel_filter.model_dump_json(), "--charts", str(cell)]
+            return [*command, "--source-map", json.dumps(source_map or {})]
+
+        async with (
+            self._analyze_slots,
+            self._timed("parse"),
+            self.cells.run(
+                "analyze",
+                argv,
+                files={f"report/{report.name}": report.read_bytes()},
+                gpu=None,
+                timeout=ANALYZE_TIMEOUT_S,
+            ) as (process, cell),
+        ):
+            for name in CHART_NAMES:
+                if (cell / name).is_file() and not (cell / name).is_symlink():
+                    shutil.move(cell / name, job.workspace / name)
         if process.returncode == EXIT_UNREADABLE:
             raise InvalidRequest(process.stderr.strip().splitlines()[-1], Reason.BAD_REPORT)
         if process.returncode == EXIT_NO_READER:

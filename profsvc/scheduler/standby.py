@@ -30,7 +30,8 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from profsvc.proc import ProcessResult, StartedProcess
+from profsvc.proc import Launch, ProcessResult, StartedProcess
+from profsvc.scheduler.control import Handler, ServerChannel
 from profsvc.worker.standby import CHANNEL, LOADED, PRIME, READY, pid_alive
 
 log = logging.getLogger("profsvc.standby")
@@ -55,6 +56,10 @@ class StandbySpec:
     environment: Callable[[Path], Mapping[str, str]]
     # For a worker that warms up in two steps: held while it primes (see above); None: one step.
     prime_lock: asyncio.Lock | None = None
+    # How to start argv in the worker's directory with these descriptors kept open (a jail); None: as it is.
+    launch: Callable[[Sequence[str], Path, Sequence[int]], Launch] | None = None
+    # What the worker may ask over its control channel (profsvc.scheduler.control) before its job adds more.
+    handlers: Mapping[str, Handler] | None = None
 
 
 class StandbyGone(OSError):
@@ -64,10 +69,13 @@ class StandbyGone(OSError):
 class Standby:
     """One warm worker: its process and its directory."""
 
-    def __init__(self, process: StartedProcess, directory: Path, two_steps: bool = False) -> None:
+    def __init__(
+        self, process: StartedProcess, directory: Path, two_steps: bool = False, channel: ServerChannel | None = None
+    ) -> None:
         self.process = process
         self.directory = directory
         self.primed = not two_steps
+        self.channel = channel
 
     @property
     def ready(self) -> bool:
@@ -128,8 +136,10 @@ class Standby:
         return await self.process.finish(timeout)
 
     def discard(self) -> None:
-        """Kill the worker and remove its directory."""
+        """Kill the worker, close its channel and remove its directory."""
         self.process.kill()
+        if self.channel is not None:
+            self.channel.close()
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
@@ -208,15 +218,22 @@ class StandbyPool:
         shutil.rmtree(directory, ignore_errors=True)
         directory.mkdir(parents=True)
         os.mkfifo(directory / CHANNEL, 0o600)
+        channel = ServerChannel(dict(spec.handlers or {}))
+        argv = list(spec.command(directory))
+        env = {**spec.environment(directory), **channel.environment()}
         try:
-            process = await StartedProcess.start(
-                spec.command(directory), cwd=directory, env=spec.environment(directory)
-            )
+            if spec.launch is not None:
+                launch = spec.launch(argv, directory, [channel.child_fd])
+            else:
+                launch = Launch(argv=tuple(argv), pass_fds=(channel.child_fd,))
+            process = await StartedProcess.start(argv, cwd=directory, env=env, launch=launch)
         except OSError as error:
             log.warning("cannot start a warm %s worker: %s", kind, error)
+            channel.close()
             shutil.rmtree(directory, ignore_errors=True)
             return None
-        return Standby(process, directory, two_steps=spec.prime_lock is not None)
+        channel.handed_over()
+        return Standby(process, directory, two_steps=spec.prime_lock is not None, channel=channel)
 
     def _prime_oldest(self, kind: str) -> None:
         """Prime the kind's oldest worker in the background, once its GPU is free (two-step kinds only)."""

@@ -14,7 +14,7 @@ from grpc_reflection.v1alpha import reflection
 
 from profsvc.config import ServerConfig
 from profsvc.host import discover
-from profsvc.sandbox import NO_NETWORK_ISOLATION, probe_sandbox
+from profsvc.jail import Jail, JailLimits, probe_jail
 from profsvc.scheduler.scheduler import Scheduler
 from profsvc.server.auth import TokenInterceptor
 from profsvc.server.interceptors import RequestInterceptor
@@ -59,6 +59,23 @@ def _serve_metrics(config: ServerConfig, telemetry: Telemetry) -> None:
         raise OSError(f"cannot serve metrics on {config.host}:{config.metrics_port}: {error.strerror}") from None
 
 
+async def _jail(config: ServerConfig) -> Jail | None:
+    """This host's jail; OSError where the configuration requires one and the host has none."""
+    if config.jail == "off":
+        log.warning("jobs run unjailed (--unjailed): they can read and write what the server can")
+        return None
+    hidden = [p for p in (config.security.token_file, config.security.tls_cert, config.security.tls_key) if p]
+    limits = JailLimits(memory_bytes=config.limits.job_memory_bytes, pids_max=config.limits.job_tasks)
+    jail = await probe_jail(config.state_dir, hidden_files=hidden, limits=limits)
+    if isinstance(jail, str):
+        if config.jail == "required":
+            raise OSError(f"cannot jail jobs on this host: {jail} (profsvc serve --unjailed runs them unjailed)")
+        log.warning("jobs run unjailed: %s", jail)
+        return None
+    log.info("jobs run jailed: %s", jail.describe())
+    return jail
+
+
 def _bind(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None) -> int:
     """Listen on address; the port, 0 when it cannot be bound (grpc raises where older versions returned 0)."""
     try:
@@ -72,13 +89,11 @@ def _bind(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredent
 async def start_server(config: ServerConfig) -> RunningServer:
     """Probe the host, bind, and start serving (returns once listening)."""
     host = await discover(config.ncu_path, config.nvcc_path)
-    sandbox = await probe_sandbox(config.limits.cpu_job_memory_bytes)
-    if not sandbox.isolates_network:
-        log.warning(NO_NETWORK_ISOLATION)
+    jail = await _jail(config)
     credentials = _credentials(config)
     telemetry = Telemetry()
     _serve_metrics(config, telemetry)
-    scheduler = Scheduler(config, host, sandbox, telemetry)
+    scheduler = Scheduler(config, host, jail, telemetry)
     await scheduler.start()
     token = config.security.token
     interceptors: list[grpc.aio.ServerInterceptor] = [RequestInterceptor(telemetry)]

@@ -90,6 +90,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
                 profiling_available=not host.unavailable_reason,
                 unavailable_reason=host.unavailable_reason,
                 nvcc_version=host.nvcc_version,
+                isolation=self.scheduler.isolation(),
             )
             return to_proto(capabilities, pb.GetCapabilitiesResponse)
 

@@ -1,9 +1,17 @@
-"""Benchmark: the candidate and the reference timed the same way, with memory and launches."""
+"""Benchmark: the candidate and the reference timed the same way, with memory and launches (run by the judge).
+
+The candidate times itself in its own process with profsvc's timing loop
+(profsvc.worker.timing) on input sets the judge made; the judge times the
+reference with the same loop, compares, and decides which flags only gaming
+explains (`decisive`): no kernel per call, an output that went stale when the
+timed inputs were refilled, a kernel longer than the event time that should
+contain it.
+"""
 
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, Protocol
 
 from profsvc.worker.correctness import clone_inputs, compare_all, flatten, trial_seed
 from profsvc.worker.problem import Problem
@@ -20,23 +28,23 @@ METHOD = (
 TIMING_SEED_OFFSET = 1_000_000
 
 
-def _build(problem: Problem, seed: int, torch: Any) -> tuple[Any, Any]:
-    init = problem.get_init_inputs()
-    built = []
-    for cls in (problem.model, problem.model_new):
-        torch.manual_seed(seed)
-        model = cls(*init)
-        built.append(model.cuda().eval() if isinstance(model, torch.nn.Module) else model)
-    return built[0], built[1]
+class TimedCandidate(Protocol):
+    """The candidate's process, as the benchmark drives it (profsvc.worker.judge.CandidateProcess)."""
+
+    def time(self, sets: list[list[Any]], warmup: int, trials: int) -> dict[str, Any]:
+        """Its timing of itself on these input sets (time_model's fields)."""
+        ...
+
+    def refill(self, values: list[Any]) -> list[Any]:
+        """Copy new values into its first timed input set's buffers, call once, return the outputs."""
+        ...
 
 
-def reuse_violation(reference: Any, candidate: Any, inputs: list[Any], torch: Any) -> str:
+def reuse_violation(reference: Any, candidate: TimedCandidate, inputs: list[Any], torch: Any) -> str:
     """Refill timed input buffers with new values: a result cached by pointer, id or shape goes stale ('' if not)."""
-    for x in inputs:
-        if isinstance(x, torch.Tensor) and x.is_floating_point():
-            x.copy_(torch.randn_like(x))
-    candidate_out = flatten(candidate(*inputs), torch)
-    reference_out = flatten(reference(*clone_inputs(inputs, torch)), torch)
+    fresh = [torch.randn_like(x) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+    candidate_out = candidate.refill(fresh)
+    reference_out = flatten(reference(*clone_inputs(fresh, torch)), torch)
     torch.cuda.synchronize()
     verdict = compare_all(candidate_out, reference_out, torch)
     if verdict["ok"]:
@@ -47,10 +55,36 @@ def reuse_violation(reference: Any, candidate: Any, inputs: list[Any], torch: An
     )
 
 
-def run_benchmark(problem: Problem, trials: int, warmup: int, seed: int, torch: Any) -> dict[str, Any]:
-    """Time both models at the nominal shapes; return the BenchmarkResult fields."""
+def decisive_flags(candidate: dict[str, Any], reuse: str) -> list[str]:
+    """The flags only gaming explains: they fail an evaluation (the others inform)."""
+    flags = []
+    if candidate["launches_per_call"] == 0:
+        flags.append("the candidate launched no GPU kernel per call: it computes nothing on the GPU")
+    if reuse:
+        flags.append(reuse)
+    longest = max((r["device_time_us"] for r in candidate["launch_records"]), default=0.0)
+    events = candidate["events"].get("median_us", 0.0)
+    # Kernels of one call may overlap on several streams (their sum may exceed the events honestly); one
+    # kernel longer than the event span around the whole call cannot have run inside it.
+    if longest > events > 0:
+        flags.append(
+            f"one kernel of the candidate ran {longest:.2f} us, longer than the {events:.2f} us the events around "
+            "the whole call measured: work ran outside the timed stream"
+        )
+    return flags
+
+
+def run_benchmark(
+    problem: Problem, candidate: TimedCandidate, trials: int, warmup: int, seed: int, torch: Any, models_seed: int
+) -> dict[str, Any]:
+    """Time both models at the nominal shapes (the reference built after seeding with `models_seed`, as the
+    candidate's was); return the BenchmarkResult fields."""
     JITTER.nominal()
-    reference, candidate = _build(problem, seed, torch)
+    init = problem.get_init_inputs()
+    torch.manual_seed(models_seed)
+    reference = problem.model(*init)
+    if isinstance(reference, torch.nn.Module):
+        reference = reference.cuda().eval()
     counter = itertools.count()
 
     def make_inputs() -> list[Any]:
@@ -59,14 +93,13 @@ def run_benchmark(problem: Problem, trials: int, warmup: int, seed: int, torch: 
 
     with torch.no_grad():
         sets = input_sets(make_inputs, torch)
-        timed_candidate = time_model(candidate, sets, warmup, trials, torch)
+        timed_candidate = candidate.time(sets, warmup, trials)
         timed_reference = time_model(reference, sets, warmup, trials, torch)
         reuse = reuse_violation(reference, candidate, sets[0], torch)
     comparison = compare_timings(timed_candidate, timed_reference)
-    if timed_candidate["launches_per_call"] == 0:
-        comparison["flags"].append("the candidate launched no GPU kernel per call: it computes nothing on the GPU")
-    if reuse:
-        comparison["flags"].append(reuse)
+    decisive = decisive_flags(timed_candidate, reuse)
+    comparison["flags"] = [*decisive, *(f for f in comparison["flags"] if f not in decisive)]
+    comparison["decisive_flags"] = decisive
     public = {k: v for k, v in timed_candidate.items() if not k.startswith("_")}
     public_reference = {k: v for k, v in timed_reference.items() if not k.startswith("_")}
     return {

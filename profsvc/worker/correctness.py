@@ -1,16 +1,21 @@
-"""Correctness trials: the candidate against the reference on fresh random inputs.
+"""Correctness trials: the candidate against the reference on fresh random inputs (run by the judge).
 
 Per trial: inputs from a seed derived from the server's secret seed; the
-candidate runs first, on its own copies of the inputs, with the allocator's
-free memory poisoned (0xFF bytes: NaN for floats) so unwritten output elements
-show; then its inputs are checked for changes, its outputs for aliasing the
-inputs, and only then does the reference run, on other copies.
+candidate runs first, in its own process, on its own copies of the inputs,
+with its allocator's free memory poisoned (0xFF bytes: NaN for floats) so
+unwritten output elements show; then the inputs as its call left them are
+checked for changes, its outputs for aliasing the inputs, and only then does the
+reference run, here, on other copies. The first trial also records the kernels
+the call launched: where none is the candidate's own, it computed nothing of
+its own.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+import re
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from profsvc.worker.problem import Problem
 from profsvc.worker.shapes import JITTER
@@ -103,16 +108,60 @@ def compare(candidate: Any, reference: Any, torch: Any) -> dict[str, Any]:
     return {"ok": True, "message": "", **errors}
 
 
-def input_violation(candidate_inputs: list[Any], originals: list[Any], outputs: list[Any], torch: Any) -> str:
-    """Why the candidate's run is invalid regardless of its values: it changed or aliased an input ('' if not)."""
+def changed_input(candidate_inputs: list[Any], originals: list[Any], torch: Any) -> str:
+    """Why the candidate's run is invalid regardless of its values: it changed an input ('' if not)."""
+    if len(candidate_inputs) != len(originals):
+        return "the candidate's process returned a different number of inputs"
     for position, (seen, original) in enumerate(zip(candidate_inputs, originals, strict=True)):
-        if isinstance(seen, torch.Tensor) and not torch.equal(seen, original):
-            return f"the candidate changed its input #{position}"
+        if isinstance(original, torch.Tensor):
+            same = isinstance(seen, torch.Tensor) and seen.shape == original.shape and seen.dtype == original.dtype
+            if not same or not torch.equal(seen.to(original.device), original):
+                return f"the candidate changed its input #{position}"
+    return ""
+
+
+def outputs_alias_inputs(outputs: list[Any], inputs: list[Any], torch: Any) -> str:
+    """An output that shares memory with an input instead of being computed ('' if none; in the candidate's
+    process, where the memory is)."""
     for out in outputs:
-        for position, seen in enumerate(candidate_inputs):
+        for position, seen in enumerate(inputs):
             if isinstance(out, torch.Tensor) and isinstance(seen, torch.Tensor) and _shares_storage(out, seen):
                 return f"an output aliases input #{position} instead of being computed"
     return ""
+
+
+@dataclass
+class CandidateCall:
+    """One call of the candidate, as its process reported it (tensors on this process's GPU)."""
+
+    outputs: list[Any]
+    inputs: list[Any]
+    aliases: str = ""
+    kernels: list[str] = field(default_factory=list)
+
+
+class Candidate(Protocol):
+    """The candidate's model, in a process of its own (profsvc.worker.judge.CandidateProcess)."""
+
+    def call(self, inputs: list[Any], *, poison: bool, record: bool) -> CandidateCall:
+        """Run one call on copies of `inputs`."""
+        ...
+
+
+# Kernels the candidate's extension may launch through a vendor library it links (cuBLAS, cuBLASLt, CUTLASS).
+_VENDOR_KERNEL = re.compile(r"gemm|gemv|xmma|cublas|cutlass", re.IGNORECASE)
+_KERNEL_NAME = re.compile(r"(?:^|[\s:])([A-Za-z_]\w*)\s*(?:<.*)?\(")
+
+
+def kernel_base_name(name: str) -> str:
+    """A launched kernel's own name without return type, namespace, template and parameters."""
+    match = _KERNEL_NAME.search(name)
+    return match.group(1) if match else name.strip()
+
+
+def own_kernels_ran(launched: list[str], own: set[str], vendor: bool) -> bool:
+    """Whether any launched kernel is one of the candidate's own (`vendor`: its extension calls cuBLAS & co.)."""
+    return any(kernel_base_name(k) in own or (vendor and _VENDOR_KERNEL.search(k)) for k in launched)
 
 
 def compare_all(candidate_out: list[Any], reference_out: list[Any], torch: Any) -> dict[str, Any]:
@@ -130,9 +179,25 @@ def compare_all(candidate_out: list[Any], reference_out: list[Any], torch: Any) 
     return worst
 
 
-def run_trial(problem: Problem, models: tuple[Any, Any], seed: int, jitter: bool, torch: Any) -> dict[str, Any]:
-    """One trial: candidate first on its own copies, then checks, then the reference."""
-    reference_model, candidate_model = models
+@dataclass(frozen=True)
+class OwnKernels:
+    """What counts as the candidate's own kernel: its `__global__` and Triton kernel names, and whether its
+    extension calls a vendor library (whose kernels it then launches). None: do not check."""
+
+    names: frozenset[str]
+    vendor: bool = False
+
+
+def run_trial(
+    problem: Problem,
+    reference_model: Any,
+    candidate: Candidate,
+    seed: int,
+    jitter: bool,
+    torch: Any,
+    own: OwnKernels | None = None,
+) -> dict[str, Any]:
+    """One trial: the candidate first on its own copies, then checks, then the reference."""
     if jitter:
         JITTER.trial(seed)
     else:
@@ -141,32 +206,43 @@ def run_trial(problem: Problem, models: tuple[Any, Any], seed: int, jitter: bool
     inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
     shapes = [str(list(x.shape)) for x in inputs if isinstance(x, torch.Tensor)]
     originals = clone_inputs(inputs, torch)
-    candidate_inputs = clone_inputs(inputs, torch)
-    poison_allocator(torch)
-    candidate_out = flatten(candidate_model(*candidate_inputs), torch)
-    torch.cuda.synchronize()
-    violation = input_violation(candidate_inputs, originals, candidate_out, torch)
+    called = candidate.call(inputs, poison=True, record=own is not None)
+    violation = changed_input(called.inputs, originals, torch) or called.aliases
     if violation:
         return {"ok": False, "input_shapes": shapes, "message": violation}
+    if own is not None and not own_kernels_ran(called.kernels, set(own.names), own.vendor):
+        launched = ", ".join(sorted({kernel_base_name(k) for k in called.kernels})[:8]) or "none"
+        message = f"no kernel of the candidate's own ran: the call launched only other kernels ({launched})"
+        return {"ok": False, "input_shapes": shapes, "message": message, "no_own_kernel": True}
     reference_out = flatten(reference_model(*clone_inputs(inputs, torch)), torch)
     torch.cuda.synchronize()
-    return {"input_shapes": shapes, **compare_all(candidate_out, reference_out, torch)}
+    return {"input_shapes": shapes, **compare_all(called.outputs, reference_out, torch)}
 
 
-def run_correctness(problem: Problem, trials: int, server_seed: int, torch: Any) -> dict[str, Any]:
-    """All trials; trial 0 uses the nominal shapes, later ones jittered shapes where the problem asks."""
+def run_correctness(
+    problem: Problem,
+    candidate: Candidate,
+    trials: int,
+    server_seed: int,
+    torch: Any,
+    own: OwnKernels | None,
+    models_seed: int,
+) -> dict[str, Any]:
+    """All trials; trial 0 uses the nominal shapes (and checks the candidate's own kernels ran), later ones
+    jittered shapes where the problem asks. The reference is built after seeding with `models_seed`, as the
+    candidate's model was in its process."""
     init = problem.get_init_inputs()
-    torch.manual_seed(server_seed)
+    torch.manual_seed(models_seed)
     reference_model = problem.model(*init)
-    torch.manual_seed(server_seed)
-    candidate_model = problem.model_new(*init)
-    models = []
-    for model in (reference_model, candidate_model):
-        models.append(model.cuda().eval() if isinstance(model, torch.nn.Module) else model)
+    if isinstance(reference_model, torch.nn.Module):
+        reference_model = reference_model.cuda().eval()
     results = []
     with torch.no_grad():
         for index in range(trials):
-            trial = run_trial(problem, (models[0], models[1]), trial_seed(server_seed, index), index > 0, torch)
+            checks = own if index == 0 else None
+            trial = run_trial(
+                problem, reference_model, candidate, trial_seed(server_seed, index), index > 0, torch, checks
+            )
             trial["index"] = index
             if not trial["ok"] and index > 0 and results and results[0]["ok"]:
                 if trial["input_shapes"] != results[0]["input_shapes"]:

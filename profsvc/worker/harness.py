@@ -3,9 +3,10 @@
 Run as `python -m profsvc.worker.harness ...`. Modes: compile (import only),
 profile (under ncu: warm up outside the NVTX range, so the range holds exactly
 the kernels of one measured call: no warm-up, no reference, no torch start-up
-kernels), correctness, benchmark, and evaluate (correctness then benchmark).
-It never raises: it writes what happened to the status file (JSON) and exits
-0, or 1 when the user's code failed.
+kernels), and candidate (the candidate's side of a correctness check or a
+benchmark, driven by the judge: profsvc.worker.candidate). It never raises: it
+writes what happened to the status file (JSON) and exits 0, or 1 when the
+user's code failed.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE
-from profsvc.worker.benchmark import run_benchmark
-from profsvc.worker.correctness import run_correctness
+from profsvc.worker.candidate import serve_judge
+from profsvc.worker.control import ControlChannel
+from profsvc.worker.exchange import to_device
 from profsvc.worker.faults import fault_kind
 from profsvc.worker.inline_cache import InlineRecorder, install
 from profsvc.worker.prebuild import BUILD_ERROR_PREFIX, prebuild
@@ -61,12 +63,13 @@ def _located(error: BaseException, user_files: set[str]) -> str:
     return f"{type(error).__name__}: {first}{where}"
 
 
-def _to_device(value: Any, torch: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.cuda() if not value.is_cuda else value
-    if isinstance(value, list | tuple):
-        return type(value)(_to_device(v, torch) for v in value)
-    return value
+def located(error: BaseException, user_files: set[str], main_file: str) -> dict[str, Any]:
+    """A user error's status fields: kind, one located line, the traceback in the user's files, the line."""
+    if isinstance(error, ProblemError):
+        return {"kind": "missing_symbol", "message": str(error)}
+    kind = fault_kind(str(error)) or "runtime_error"
+    message, detail = _located(error, user_files), _user_frames(error, user_files)
+    return {"kind": kind, "message": message, "detail": detail, "line": _user_line(error, main_file)}
 
 
 @contextmanager
@@ -83,16 +86,29 @@ def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecord
     """Import, build and (unless compiling without a GPU) run the candidate; fill `status`."""
     main = Path(args.main)
     reference = Path(args.reference) if args.reference else None
-    install(Path(args.cache), lineinfo=args.lineinfo, user_text=main.read_text(), recorder=recorder)
+    install(
+        Path(args.cache),
+        lineinfo=args.lineinfo,
+        user_text=main.read_text(),
+        recorder=recorder,
+        channel=ControlChannel.from_environment(),
+    )
     import torch
 
     # The shape-jitter helper problem files use as `popcorn_pri` (or `profsvc_shapes`).
     builtins.popcorn_pri = JITTER  # type: ignore[attr-defined]
     builtins.profsvc_shapes = JITTER  # type: ignore[attr-defined]
     seed = args.seed
-    if args.seed_stdin:
-        # The server's secret seed arrives on stdin, read before any user code runs: the candidate cannot see it.
-        seed = int(json.loads(sys.stdin.readline())["seed"])
+    if args.mode == "candidate":
+        # The judge decides; this process only runs the candidate's calls and reports them.
+        status["stage"] = "running"
+        channel = ControlChannel.from_environment()
+        if channel is None:
+            raise ProblemError("the candidate's process has no channel to the judge")
+        user_files = {main.name}
+        serve_judge(main, main.parent, channel, torch, lambda error: located(error, user_files, main.name))
+        status["ok"] = True
+        return
     status["stage"] = "compiling"
     with _phase(status, "load"):
         problem = load_problem(main, reference)
@@ -110,21 +126,12 @@ def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecord
         status["ok"] = True
         return
     status["stage"] = "running"
-    if args.mode in ("correctness", "evaluate"):
-        with _phase(status, "correctness"):
-            status["correctness"] = run_correctness(problem, args.trials, seed, torch)
-    if args.mode in ("benchmark", "evaluate"):
-        with _phase(status, "benchmark"):
-            status["benchmark"] = run_benchmark(problem, args.timed_calls, args.warmup, seed, torch)
-    if args.mode != "profile":
-        status["ok"] = True
-        return
     torch.manual_seed(seed)
     with torch.no_grad():
         model = problem.model_new(*problem.get_init_inputs())
         if isinstance(model, torch.nn.Module):
             model = model.cuda().eval()
-        inputs = _to_device(list(problem.get_inputs()), torch)
+        inputs = to_device(list(problem.get_inputs()), torch)
         with _phase(status, "first_call"):
             # The first call also runs lazy load_inline builds; their errors are told apart by message.
             model(*inputs)
@@ -142,7 +149,7 @@ def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecord
     status["ok"] = True
 
 
-def _warm() -> None:
+def warm_gpu() -> None:
     """What a warm worker pays before its job: torch, its extension builder and, with a GPU, a CUDA context."""
     import torch
     import torch.utils.cpp_extension
@@ -179,22 +186,17 @@ def _prime() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the worker process (or a warm worker: `--standby DIR --server-pid PID`)."""
-    argv = job_argv(argv, warm=_warm, prime=_prime)
+    argv = job_argv(argv, warm=warm_gpu, prime=_prime)
     parser = argparse.ArgumentParser(description="profsvc worker harness")
     parser.add_argument("--main", required=True, help="problem (or candidate) module")
     parser.add_argument("--reference", default="", help="separate reference module")
     parser.add_argument("--cache", required=True, help="content-addressed build cache root")
     parser.add_argument("--status", required=True, help="where to write the JSON status")
-    parser.add_argument(
-        "--mode", choices=("compile", "profile", "correctness", "benchmark", "evaluate"), default="profile"
-    )
+    parser.add_argument("--mode", choices=("compile", "profile", "candidate"), default="profile")
     parser.add_argument("--lineinfo", action="store_true", help="build CUDA sources with -lineinfo")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--range", default="profsvc", help="NVTX range around the measured call")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--seed-stdin", action="store_true", help="read the secret seed as JSON from stdin")
-    parser.add_argument("--trials", type=int, default=5, help="correctness trials")
-    parser.add_argument("--timed-calls", type=int, default=100, help="timed calls per model")
     args = parser.parse_args(argv)
     recorder = InlineRecorder()
     status: dict[str, Any] = {"ok": False, "stage": "compiling"}
@@ -208,9 +210,9 @@ def main(argv: list[str] | None = None) -> int:
         if BUILD_ERROR_PREFIX in text:
             status.update(stage="compiling", kind="compile_error", message=text.splitlines()[0], build_log=text)
         else:
-            kind = fault_kind(text) or ("import_error" if status["stage"] == "compiling" else "runtime_error")
-            status.update(kind=kind, message=_located(error, user_files), detail=_user_frames(error, user_files))
-            status["line"] = _user_line(error, Path(args.main).name)
+            status.update(located(error, user_files, Path(args.main).name))
+            if status["stage"] == "compiling" and status["kind"] == "runtime_error":
+                status["kind"] = "import_error"
     status["builds"] = recorder.as_dicts()
     Path(args.status).write_text(json.dumps(status))
     code = 0 if status["ok"] else 1

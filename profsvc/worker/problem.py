@@ -52,6 +52,25 @@ def _require(module: ModuleType, names: tuple[str, ...], file_name: str) -> None
         raise ProblemError(f"{file_name} defines no {', '.join(missing)}")
 
 
+def load_candidate(main: Path) -> type:
+    """Import the candidate's module and return its ModelNew."""
+    module = import_file(main, main.stem)
+    _require(module, CANDIDATE_NAMES, main.name)
+    return module.ModelNew
+
+
+def load_reference(reference: Path) -> Problem:
+    """Import the reference's module (Model, get_inputs, get_init_inputs) for the judge; no ModelNew needed."""
+    module = import_file(reference, reference.stem)
+    _require(module, REFERENCE_NAMES, reference.name)
+    return Problem(
+        model=module.Model,
+        model_new=type(None),
+        get_inputs=module.get_inputs,
+        get_init_inputs=module.get_init_inputs,
+    )
+
+
 def load_problem(main: Path, reference: Path | None = None) -> Problem:
     """Import the problem (and separate reference) and check the required names."""
     candidate = import_file(main, main.stem)

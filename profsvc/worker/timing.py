@@ -59,6 +59,18 @@ def kernel_records(model: Any, inputs: list[Any], calls: int, torch: Any) -> dic
     }
 
 
+def launched_kernels(model: Any, inputs: list[Any], torch: Any) -> tuple[Any, list[str]]:
+    """One call's outputs and the names of the kernels it launched (CUPTI kernel records)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        outputs = model(*inputs)
+        torch.cuda.synchronize()
+    names = [e.name() for e in prof.profiler.kineto_results.events() if _is_kernel(e, torch)]
+    return outputs, names
+
+
 def _per_call(kernels: list[Any], calls: int) -> list[float]:
     if not kernels or len(kernels) % calls:
         return []

@@ -1,4 +1,4 @@
-"""The fast route's load_inline arguments: torch headers out of nvcc's unit, host glue at -O1 with a pch."""
+"""The builder's routes: torch headers out of nvcc's unit, host glue at -O1 with a pch, then the build as written."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from profsvc.worker.inline_cache import _host_cflags, split_arguments
+from profsvc.build.inline_builder import _host_cflags, build_inline, prepare_pch, split_arguments
 from profsvc.worker.inline_split import split_source
 from tests.conftest import FIXTURES
 
@@ -144,20 +144,13 @@ def test_host_cflags_replace_the_optimisation_level_with_O1(flags, expected):
     assert _host_cflags(flags) == expected
 
 
-def _install_with(monkeypatch, tmp_path, build):
-    """install() over a stand-in for torch's load_inline (`build(kwargs)`), the pch step recorded, not run."""
-    from torch.utils import cpp_extension
+def _builder(tmp_path, build):
+    """build_inline over a stand-in for torch's load_inline (`build(kwargs)`), the pch step recorded, not run."""
 
-    from profsvc.worker import inline_cache
+    def prepare(cache_root, staging, flags, includes, light=False):
+        return ["-include", f"light={light}"]
 
-    build.__wrapped__ = cpp_extension.load_inline  # torch's signature, which install() binds the call to
-    monkeypatch.setattr(cpp_extension, "load_inline", build)
-    monkeypatch.setattr(
-        inline_cache, "prepare_pch", lambda root, flags, includes, light=False: ["-include", f"light={light}"]
-    )
-    recorder = inline_cache.InlineRecorder()
-    inline_cache.install(tmp_path, lineinfo=True, user_text="", recorder=recorder)
-    return cpp_extension.load_inline, recorder
+    return lambda arguments: build_inline(arguments, "key", tmp_path / "cache", tmp_path / "staging", build, prepare)
 
 
 def test_the_light_header_is_tried_first_then_the_full_one_each_with_its_own_sources(monkeypatch, tmp_path):
@@ -171,14 +164,14 @@ def test_the_light_header_is_tried_first_then_the_full_one_each_with_its_own_sou
             raise RuntimeError("error: 'nn' is not a member of 'torch'")
         return "module"
 
-    load_inline, recorder = _install_with(monkeypatch, tmp_path, build)
-    assert load_inline(**SEED) == "module"
+    outcome = _builder(tmp_path, build)(SEED)
+    assert outcome.ok
     light, full = calls
     assert light["extra_cflags"][-2:] == ["-include", "light=True"]
     assert full["extra_cflags"][-2:] == ["-include", "light=False"]
     assert full["cpp_sources"].count("PYBIND11_MODULE(...)") == 1  # not the failed try's binding too
     assert light["build_directory"] != full["build_directory"]
-    assert recorder.builds[0].route == "split" and recorder.builds[0].fallback_seconds > 0
+    assert outcome.route == "split" and outcome.fallback_seconds > 0
 
 
 def test_a_build_the_light_header_serves_is_split_light(monkeypatch, tmp_path):
@@ -189,10 +182,10 @@ def test_a_build_the_light_header_serves_is_split_light(monkeypatch, tmp_path):
         calls.append(kwargs)
         return "module"
 
-    load_inline, recorder = _install_with(monkeypatch, tmp_path, build)
-    assert load_inline(**SEED) == "module"
-    assert len(calls) == 1 and recorder.builds[0].route == "split-light"
-    assert recorder.builds[0].fallback_seconds == 0
+    outcome = _builder(tmp_path, build)(SEED)
+    assert outcome.ok
+    assert len(calls) == 1 and outcome.route == "split-light"
+    assert outcome.fallback_seconds == 0
 
 
 @pytest.mark.parametrize(
@@ -219,8 +212,7 @@ def test_the_full_header_is_tried_only_where_the_glue_unit_may_have_failed(monke
             raise RuntimeError(f"Error building extension 'vga_linear_probe': {ninja_says}")
         return "module"
 
-    load_inline, _ = _install_with(monkeypatch, tmp_path, build)
-    assert load_inline(**SEED) == "module"
+    assert _builder(tmp_path, build)(SEED).ok
     assert tried == routes
 
 
@@ -228,19 +220,19 @@ def test_a_header_gcc_refused_to_precompile_is_not_tried_again(monkeypatch, tmp_
     pytest.importorskip("torch")
     from torch.utils import cpp_extension
 
-    from profsvc.worker import inline_cache
+    from profsvc.build import inline_builder
 
     # torch's CPU build has no CUDA_HOME; the glue unit's flags name its include folder, which may be empty here.
     monkeypatch.setattr(cpp_extension, "CUDA_HOME", str(tmp_path))
     missing = ["-include", str(tmp_path / "missing.h")]  # g++ refuses this unit: the file is not there
     with pytest.raises(subprocess.CalledProcessError) as first:
-        inline_cache.prepare_pch(tmp_path, missing, [], light=True)
+        prepare_pch(tmp_path / "cache", tmp_path / "staging", missing, [], light=True)
     assert b"missing.h" in first.value.stderr
 
     def not_again(*args, **kwargs):
         raise AssertionError(f"g++ ran again: {args}")
 
-    monkeypatch.setattr(inline_cache.subprocess, "run", not_again)
+    monkeypatch.setattr(inline_builder.subprocess, "run", not_again)
     with pytest.raises(subprocess.CalledProcessError) as second:
-        inline_cache.prepare_pch(tmp_path, missing, [], light=True)
+        prepare_pch(tmp_path / "cache", tmp_path / "staging", missing, [], light=True)
     assert second.value.stderr == first.value.stderr[-4000:]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from profsvc.ncu.command import NcuOptions, marks_nvtx_ranges, ncu_command
-from profsvc.ncu.runner import NcuProgress, _ProgressParser
+from profsvc.ncu.runner import NcuProgress, ProgressParser
 
 
 def test_python_problem_command():
@@ -43,7 +43,7 @@ def test_nvtx_use_is_detected_in_cuda_sources():
 
 def test_progress_and_pass_counts_from_streamed_output():
     events: list[NcuProgress] = []
-    parser = _ProgressParser(events.append)
+    parser = ProgressParser(events.append)
     for chunk in [
         "==PROF== Connected to process 846 (/usr/bin/python3.12)\n",
         '==PROF== Profiling "vga_linear_kernel" - 0: 0%',
@@ -61,7 +61,7 @@ def test_progress_and_pass_counts_from_streamed_output():
 def test_a_primed_workers_own_kernel_is_left_out_of_passes_and_progress():
     # The worker's own kernel (ncu's 0) may reach the parser or not, depending on when the job's listener came.
     events: list[NcuProgress] = []
-    parser = _ProgressParser(events.append, skip_kernels=1)
+    parser = ProgressParser(events.append, skip_kernels=1)
     for chunk in [
         '==PROF== Profiling "spin_kernel" - 0: 0%....50%....100% - 27 passes\n',
         '==PROF== Profiling "vga_linear_kernel" - 1: 0%....100% - 27 passes\n',

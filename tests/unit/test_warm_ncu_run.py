@@ -11,7 +11,6 @@ from profsvc.host import HostInfo
 from profsvc.metrics.analysis import analyze_report
 from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE, in_push_pop_range
 from profsvc.ncu.locate import NcuInstall
-from profsvc.sandbox import Sandbox
 from profsvc.scheduler.scheduler import Scheduler
 from profsvc.server import app
 from profsvc.telemetry import Telemetry
@@ -31,7 +30,7 @@ def _scheduler(tmp_path: Path, gpus: int, **config: object) -> Scheduler:
     return Scheduler(
         ServerConfig(state_dir=tmp_path / "state", **config),
         host,
-        Sandbox(network_prefix=(), memory_prefix=()),
+        None,
         Telemetry(),
     )
 

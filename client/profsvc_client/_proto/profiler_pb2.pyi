@@ -102,7 +102,7 @@ class MetricSet(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
 
 class GetCapabilitiesResponse(_message.Message):
-    __slots__ = ("server_version", "gpus", "driver_version", "ncu_version", "metric_sets", "profiling_available", "unavailable_reason", "nvcc_version")
+    __slots__ = ("server_version", "gpus", "driver_version", "ncu_version", "metric_sets", "profiling_available", "unavailable_reason", "nvcc_version", "isolation")
     SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
     DRIVER_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +111,7 @@ class GetCapabilitiesResponse(_message.Message):
     PROFILING_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
     UNAVAILABLE_REASON_FIELD_NUMBER: _ClassVar[int]
     NVCC_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ISOLATION_FIELD_NUMBER: _ClassVar[int]
     server_version: str
     gpus: _containers.RepeatedCompositeFieldContainer[GpuInfo]
     driver_version: str
@@ -119,7 +120,8 @@ class GetCapabilitiesResponse(_message.Message):
     profiling_available: bool
     unavailable_reason: str
     nvcc_version: str
-    def __init__(self, server_version: _Optional[str] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., driver_version: _Optional[str] = ..., ncu_version: _Optional[str] = ..., metric_sets: _Optional[_Iterable[_Union[MetricSet, _Mapping]]] = ..., profiling_available: _Optional[bool] = ..., unavailable_reason: _Optional[str] = ..., nvcc_version: _Optional[str] = ...) -> None: ...
+    isolation: str
+    def __init__(self, server_version: _Optional[str] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., driver_version: _Optional[str] = ..., ncu_version: _Optional[str] = ..., metric_sets: _Optional[_Iterable[_Union[MetricSet, _Mapping]]] = ..., profiling_available: _Optional[bool] = ..., unavailable_reason: _Optional[str] = ..., nvcc_version: _Optional[str] = ..., isolation: _Optional[str] = ...) -> None: ...
 
 class CompileRequest(_message.Message):
     __slots__ = ("source",)
@@ -670,7 +672,7 @@ class ModelTiming(_message.Message):
     def __init__(self, events: _Optional[_Union[TimingStats, _Mapping]] = ..., wall: _Optional[_Union[TimingStats, _Mapping]] = ..., kernels: _Optional[_Union[TimingStats, _Mapping]] = ..., launches_per_call: _Optional[int] = ..., launch_records: _Optional[_Iterable[_Union[LaunchRecord, _Mapping]]] = ..., peak_memory_bytes: _Optional[int] = ...) -> None: ...
 
 class BenchmarkResult(_message.Message):
-    __slots__ = ("ok", "candidate", "reference", "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_basis", "method", "clocks_mhz", "flags", "memory_ratio", "fusion_ratio", "error", "compile")
+    __slots__ = ("ok", "candidate", "reference", "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_basis", "method", "clocks_mhz", "flags", "memory_ratio", "fusion_ratio", "error", "compile", "decisive_flags")
     class ClocksMhzEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -692,6 +694,7 @@ class BenchmarkResult(_message.Message):
     FUSION_RATIO_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     COMPILE_FIELD_NUMBER: _ClassVar[int]
+    DECISIVE_FLAGS_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     candidate: ModelTiming
     reference: ModelTiming
@@ -706,7 +709,8 @@ class BenchmarkResult(_message.Message):
     fusion_ratio: float
     error: JobError
     compile: CompileResult
-    def __init__(self, ok: _Optional[bool] = ..., candidate: _Optional[_Union[ModelTiming, _Mapping]] = ..., reference: _Optional[_Union[ModelTiming, _Mapping]] = ..., speedup: _Optional[float] = ..., speedup_ci_low: _Optional[float] = ..., speedup_ci_high: _Optional[float] = ..., speedup_basis: _Optional[str] = ..., method: _Optional[str] = ..., clocks_mhz: _Optional[_Mapping[str, float]] = ..., flags: _Optional[_Iterable[str]] = ..., memory_ratio: _Optional[float] = ..., fusion_ratio: _Optional[float] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ...) -> None: ...
+    decisive_flags: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, ok: _Optional[bool] = ..., candidate: _Optional[_Union[ModelTiming, _Mapping]] = ..., reference: _Optional[_Union[ModelTiming, _Mapping]] = ..., speedup: _Optional[float] = ..., speedup_ci_low: _Optional[float] = ..., speedup_ci_high: _Optional[float] = ..., speedup_basis: _Optional[str] = ..., method: _Optional[str] = ..., clocks_mhz: _Optional[_Mapping[str, float]] = ..., flags: _Optional[_Iterable[str]] = ..., memory_ratio: _Optional[float] = ..., fusion_ratio: _Optional[float] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., decisive_flags: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class BenchmarkResponse(_message.Message):
     __slots__ = ("result",)

@@ -1,0 +1,90 @@
+"""The server's end of a worker's control channel (see profsvc.worker.control).
+
+Each jailed worker gets one end of a Unix socket pair at start; the server
+serves requests on the other end for the worker's whole life: `build` for its
+load_inline calls, and what the job attaches while it runs (the judge and the
+candidate of a correctness check talk through it). A request the server does
+not know, or a malformed line, is answered with an error, never trusted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from profsvc.worker.control import CONTROL_FD, MESSAGE_LIMIT
+
+log = logging.getLogger("profsvc.control")
+
+Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class ServerChannel:
+    """One worker's channel, seen from the server: a socket pair's far end to hand over, handlers to answer."""
+
+    def __init__(self, handlers: dict[str, Handler] | None = None) -> None:
+        self._ours, self._theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.handlers: dict[str, Handler] = dict(handlers or {})
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def child_fd(self) -> int:
+        """The descriptor the worker inherits (close it here once the worker started: see handed_over)."""
+        return self._theirs.fileno()
+
+    def environment(self) -> dict[str, str]:
+        """The variable that tells the worker its descriptor."""
+        return {CONTROL_FD: str(self.child_fd)}
+
+    def handed_over(self) -> None:
+        """The worker has its copy: close ours of its end and start answering."""
+        self._theirs.close()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._serve())
+
+    def attach(self, op: str, handler: Handler) -> None:
+        """Answer `op` with `handler` from now on (a job's own requests)."""
+        self.handlers[op] = handler
+
+    async def _serve(self) -> None:
+        reader, writer = await asyncio.open_unix_connection(sock=self._ours, limit=MESSAGE_LIMIT)
+        try:
+            while line := await reader.readline():
+                reply = await self._answer(line)
+                writer.write(json.dumps(reply).encode() + b"\n")
+                await writer.drain()
+        except (ConnectionError, asyncio.LimitOverrunError, ValueError):
+            pass  # the worker went away or sent more than a line may hold: nothing to answer
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _answer(self, line: bytes) -> dict[str, Any]:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return {"ok": False, "error": "the request is not JSON"}
+        if not isinstance(message, dict) or not isinstance(message.get("op"), str):
+            return {"ok": False, "error": "the request names no op"}
+        handler = self.handlers.get(message["op"])
+        if handler is None:
+            return {"ok": False, "error": f"unknown request {message['op']!r}"}
+        try:
+            return await handler(message)
+        except Exception as error:  # a handler's failure is the request's answer, not the server's crash
+            log.exception("control request %s failed", message["op"])
+            return {"ok": False, "error": f"the server could not answer: {type(error).__name__}"}
+
+    def close(self) -> None:
+        """Stop answering and close both ends."""
+        if self._task is not None:
+            self._task.cancel()
+        for end in (self._ours, self._theirs):
+            with contextlib.suppress(OSError):
+                end.close()

@@ -1,0 +1,40 @@
+"""Tensors between the judge and the candidate's process: host copies in files the server hands over.
+
+The judge never runs the candidate's code and never loads anything that could:
+files from the candidate's process are read with torch's weights-only
+unpickler (tensors, numbers, strings, lists, tuples and dicts of them; no
+objects, no code).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def to_host(value: Any, torch: Any) -> Any:
+    """A copy of the value with every tensor on the CPU (nested lists and tuples kept)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu").contiguous()
+    if isinstance(value, list | tuple):
+        return type(value)(to_host(v, torch) for v in value)
+    return value
+
+
+def to_device(value: Any, torch: Any) -> Any:
+    """The value with every tensor moved to the current GPU (nested lists and tuples kept)."""
+    if isinstance(value, torch.Tensor):
+        return value.cuda() if not value.is_cuda else value
+    if isinstance(value, list | tuple):
+        return type(value)(to_device(v, torch) for v in value)
+    return value
+
+
+def save(path: Path, value: Any, torch: Any) -> None:
+    """Write a value (tensors copied to the host) for the other process."""
+    torch.save(to_host(value, torch), path)
+
+
+def load(path: Path, torch: Any) -> Any:
+    """Read a value the other process wrote: weights-only, so no code it holds can run here."""
+    return torch.load(path, map_location="cpu", weights_only=True)

@@ -1,0 +1,279 @@
+"""Attacks from inside a job, against a real server on loopback: each must fail, and the server answer on.
+
+The attacking module runs its attacks at import (a job's compile step imports it, on the CPU), records what
+each one got, and raises with the record, which the compile answer carries back: exactly the channel a real
+attacker would use to smuggle data out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from profsvc.config import Limits, Security, ServerConfig
+from profsvc.server.app import EmbeddedServer
+from profsvc_client.client import ProfilerClient
+from profsvc_client.models import KernelSource, SourceFile
+
+pytest.importorskip("torch", reason="the compile step imports the module with PyTorch (the CPU build will do)")
+
+SECRET = f"token-{uuid.uuid4().hex}"
+DAEMON_SECONDS = "987.6543"
+ATTACK = r"""
+import ctypes, glob, json, os, signal, socket, time
+found = {}
+
+def attempt(name, action):
+    try:
+        found[name] = repr(action())[:400]
+    except BaseException as error:
+        found[name] = "blocked: " + type(error).__name__ + ": " + str(error)[:200]
+
+def parents_cmdlines():
+    out = []
+    for path in glob.glob("/proc/[0-9]*/cmdline"):
+        out.append(open(path, "rb").read().replace(b"\0", b" ").decode(errors="replace"))
+    return out
+
+def token_from_cmdline():
+    for line in parents_cmdlines():
+        if "--token-file" in line:
+            return open(line.split("--token-file", 1)[1].split()[0]).read()
+    return "no --token-file seen: " + " | ".join(parents_cmdlines())[:300]
+
+def write(path):
+    with open(path, "w") as handle:
+        handle.write("attack")
+    return "wrote " + path
+
+def poison():
+    hits = []
+    for path in glob.glob(CACHE + "/**/*.so", recursive=True):
+        with open(path, "r+b") as handle:
+            handle.write(b"\0")
+        hits.append(path)
+    return hits or "no library found to poison"
+
+def setns():
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open("/proc/1/ns/net", os.O_RDONLY)
+    if libc.setns(fd, 0) != 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return "joined"
+
+def unix_socket():
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(HOST_SOCKET)
+        return "connected"
+
+def tcp():
+    with socket.create_connection(("127.0.0.1", PORT), timeout=2):
+        return "connected"
+
+def kill_everyone():
+    killed = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+                killed.append(int(entry))
+            except OSError:
+                pass
+    return killed
+
+def daemon():
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execvp("sleep", ["sleep", DAEMON_SECONDS])
+        os._exit(0)
+    time.sleep(0.5)
+    return "started"
+
+attempt("token_via_cmdline", token_from_cmdline)
+attempt("token_file", lambda: open(TOKEN_FILE).read())
+attempt("shadow", lambda: open("/etc/shadow").read())
+attempt("server_environ", lambda: open(f"/proc/{os.getppid()}/environ", "rb").read().decode(errors="replace"))
+attempt("other_jobs", lambda: [p for p in glob.glob(STATE + "/**/*.py", recursive=True) if os.getcwd() not in p])
+attempt("write_etc", lambda: write("/etc/profsvc-attack"))
+attempt("write_state", lambda: write(STATE + "/attack"))
+attempt("write_cache", lambda: write(CACHE + "/attack"))
+attempt("poison_cache", poison)
+attempt("setns", setns)
+attempt("unshare", lambda: os.unshare(os.CLONE_NEWUSER) or "unshared")
+attempt("host_unix_socket", unix_socket)
+attempt("server_port", tcp)
+attempt("kill_parent", lambda: os.kill(os.getppid(), signal.SIGKILL) or "sent")
+attempt("kill_everyone", kill_everyone)
+attempt("daemon", daemon)
+raise RuntimeError("ATTACK " + json.dumps(found))
+"""
+BENIGN = r"""
+import torch
+from torch.utils.cpp_extension import load_inline
+
+_ext = load_inline(name="answer_ext", cpp_sources="int answer() { return ANSWER; }", functions=["answer"],
+                   extra_cflags=["-DANSWER=42"])
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x
+
+
+class ModelNew(Model):
+    pass
+
+
+def get_inputs():
+    return [torch.ones(4)]
+
+
+def get_init_inputs():
+    return []
+
+
+assert _ext.answer() == 42, _ext.answer()
+"""
+
+
+@pytest.fixture(scope="module")
+def jailed(tmp_path_factory):
+    """A server with a token whose file lies under a tree every jail mounts (the repository), a host socket."""
+    root = tmp_path_factory.mktemp("jail")
+    inside_tree = Path(__file__).resolve().parent / f".token-{uuid.uuid4().hex}"
+    inside_tree.write_text(SECRET)
+    host_socket = root / "host.sock"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(host_socket))
+    listener.listen()
+    config = ServerConfig(
+        state_dir=root / "state",
+        security=Security(token=SECRET, token_file=inside_tree),
+        limits=Limits(job_tasks=256),
+    )
+    embedded = EmbeddedServer(config)
+    target = embedded.start()
+    try:
+        yield target, config, inside_tree, host_socket
+    finally:
+        embedded.stop()
+        listener.close()
+        inside_tree.unlink(missing_ok=True)
+
+
+# The names the server looks for before it runs anything: the attack runs at import, after them.
+NAMES = "class Model: ...\nclass ModelNew: ...\ndef get_inputs(): ...\ndef get_init_inputs(): ...\n"
+
+
+def _source(name: str, text: str) -> KernelSource:
+    return KernelSource(main=SourceFile(name=name, content=(NAMES + text).encode()))
+
+
+def _attack_record(result) -> dict[str, str]:
+    text = "\n".join([*(d.message for d in result.diagnostics), result.log])
+    match = re.search(r"ATTACK (\{.*\})", text)
+    assert match, text[-2000:]
+    return json.loads(match.group(1))
+
+
+def _sleepers() -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and DAEMON_SECONDS in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_attacks_from_inside_a_job_all_fail_and_the_server_answers_on(jailed):
+    target, config, token_file, host_socket = jailed
+    cache = config.cache_dir
+    with ProfilerClient(target, token=SECRET, timeout=600) as client:
+        benign = client.compile(_source("benign.py", BENIGN))
+        assert benign.ok, benign.diagnostics
+        text = ATTACK
+        for name, value in {
+            "CACHE": str(cache),
+            "STATE": str(config.state_dir),
+            "TOKEN_FILE": str(token_file),
+            "HOST_SOCKET": str(host_socket),
+            "PORT": target.rsplit(":", 1)[1],
+            "DAEMON_SECONDS": DAEMON_SECONDS,
+        }.items():
+            text = f"{name} = {value!r}\n" + text
+        attacked = client.compile(_source("attack.py", text))
+        record = _attack_record(attacked)
+        leaked = {name: got for name, got in record.items() if SECRET in got}
+        assert not leaked, leaked
+        for name in ("token_file", "shadow", "server_environ", "write_etc", "write_state", "write_cache"):
+            assert record[name].startswith("blocked"), (name, record[name])
+        assert record["setns"].startswith("blocked") and record["unshare"].startswith("blocked"), record
+        assert record["host_unix_socket"].startswith("blocked") and record["server_port"].startswith("blocked")
+        assert record["other_jobs"] in ("[]", "blocked"), record["other_jobs"]
+        assert record["poison_cache"].startswith("blocked") or "no library" in record["poison_cache"]
+        assert not Path("/etc/profsvc-attack").exists()
+        assert not (config.state_dir / "attack").exists() and not (cache / "attack").exists()
+        # The server is alive, its cache intact: the benign module's build still answers 42 (it asserts so).
+        again = client.compile(_source("benign2.py", BENIGN.replace("x):\n        return x", "x):\n        return x ")))
+        assert again.ok, again.diagnostics
+        assert client.capabilities().isolation.startswith("bubblewrap")
+    # Nothing of the job outlived it: the daemon it forked went with its jail.
+    assert not _sleepers(), _sleepers()
+
+
+def test_a_fork_bomb_meets_the_task_limit_and_the_server_answers_on(jailed):
+    target, *_ = jailed
+    bomb = (
+        "import os\nfor _ in range(100000):\n    try:\n        os.fork()\n    except OSError:\n        break\n"
+        "raise RuntimeError('forks stopped')\n"
+    )
+    with ProfilerClient(target, token=SECRET, timeout=600) as client:
+        start = time.monotonic()
+        result = client.compile(_source("bomb.py", bomb))
+        # Every fork that got through raises and writes the status too: the answer is a failed compile.
+        assert not result.ok
+        assert client.compile(_source("benign3.py", BENIGN)).ok
+        assert time.monotonic() - start < 300
+
+
+def test_a_jailed_process_has_no_capabilities_and_no_new_privileges(jailed):
+    target, *_ = jailed
+    probe = (
+        "import os\nstatus = open('/proc/self/status').read().splitlines()\n"
+        "wanted = [line for line in status if line.startswith(('CapEff', 'NoNewPrivs', 'Seccomp:'))]\n"
+        "raise RuntimeError('STATUS ' + ' '.join(wanted) + f' uid={os.getuid()}')\n"
+    )
+    with ProfilerClient(target, token=SECRET, timeout=600) as client:
+        result = client.compile(_source("probe.py", probe))
+    text = " ".join(d.message for d in result.diagnostics)
+    assert "CapEff:\t0000000000000000" in text, text
+    assert "NoNewPrivs:\t1" in text and "Seccomp:\t2" in text, text
+    if os.geteuid() == 0:
+        assert "uid=0" not in text, text
+
+
+@pytest.fixture(autouse=True)
+def _no_sleepers_left():
+    yield
+    for pid in _sleepers():
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_the_server_refuses_to_start_without_a_jail_unless_told(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROFSVC_BWRAP", str(tmp_path / "no-bwrap"))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(OSError, match="cannot jail jobs"):
+        EmbeddedServer(ServerConfig(state_dir=tmp_path / "state", warm_workers=False)).start()
+    assert shutil.which("bwrap") is None

@@ -1,0 +1,159 @@
+"""The jail's command line, the cache's index and the judge's relay, without starting a jail."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from profsvc.build.service import BadBuildRequest, BuildCacheIndex, check_arguments
+from profsvc.jail.command import JailPlan, bwrap_argv
+from profsvc.scheduler.relay import Relay, move_files
+from profsvc.staticcheck.kernels import own_kernel_names
+from profsvc.worker.correctness import kernel_base_name, own_kernels_ran
+
+PLAN = JailPlan(
+    bwrap="/usr/bin/bwrap",
+    system=(Path("/usr"), Path("/tmp/site")),
+    hidden_dirs=(Path("/srv/state"),),
+    hidden_files=(Path("/srv/code/token"),),
+    readonly=(Path("/srv/state/cache"),),
+    writable=(Path("/srv/state/cells/c1"),),
+    workdir=Path("/srv/state/cells/c1"),
+    seccomp_fd=7,
+)
+
+
+def _position(argv: list[str], *items: str) -> int:
+    for index in range(len(argv) - len(items) + 1):
+        if argv[index : index + len(items)] == list(items):
+            return index
+    raise AssertionError(f"{items} not in {argv}")
+
+
+def test_an_unprivileged_server_jails_in_a_user_namespace_with_no_capabilities():
+    argv = bwrap_argv(PLAN, ["python", "-m", "x"])
+    assert argv[0] == "/usr/bin/bwrap"
+    assert "--unshare-all" in argv and _position(argv, "--cap-drop", "ALL")
+    assert _position(argv, "--seccomp", "7") and "--die-with-parent" in argv and "--new-session" in argv
+    assert argv[-4:] == ["--", "python", "-m", "x"]
+
+
+def test_a_root_server_drops_to_the_jobs_user_inside_the_jail():
+    plan = JailPlan(bwrap="/b", system=(Path("/usr"),), setpriv="/usr/bin/setpriv", uid=65534, gid=65534)
+    argv = bwrap_argv(plan, ["python"])
+    assert "--unshare-all" not in argv and "--unshare-pid" in argv and "--unshare-net" in argv
+    tail = argv[argv.index("--") + 1 :]
+    assert tail[:4] == ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    assert "--bounding-set=-all" in tail and tail[-1] == "python"
+
+
+def test_mount_order_hides_then_exposes_and_tmp_comes_before_trees_under_it():
+    argv = bwrap_argv(PLAN, ["true"])
+    tmp = _position(argv, "--tmpfs", "/tmp")
+    assert tmp < _position(argv, "--ro-bind", "/tmp/site", "/tmp/site")
+    hidden = _position(argv, "--tmpfs", "/srv/state")
+    assert hidden < _position(argv, "--ro-bind", "/srv/state/cache", "/srv/state/cache")
+    assert hidden < _position(argv, "--bind", "/srv/state/cells/c1", "/srv/state/cells/c1")
+    assert _position(argv, "--ro-bind", "/dev/null", "/srv/code/token")
+    # Folders leading to a mount are made readable by the job's user (bubblewrap's own would be 0700).
+    assert _position(argv, "--perms", "0755", "--dir", "/srv")
+
+
+def test_the_cache_index_refuses_a_changed_or_planted_entry(tmp_path):
+    index = BuildCacheIndex(tmp_path / "cache", tmp_path / "index")
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    (staged / "ext.so").write_bytes(b"genuine")
+    assert index.install(staged, "key1", ["ext.so"])
+    assert index.verified("key1")
+    (tmp_path / "cache" / "key1" / "ext.so").write_bytes(b"poison!")  # same size: the hash decides
+    assert not index.verified("key1")
+    planted = tmp_path / "cache" / "key2"
+    planted.mkdir()
+    (planted / "ext.so").write_bytes(b"never built here")
+    assert not index.verified("key2")
+    index.sweep()
+    assert not planted.exists()
+
+
+def test_a_staged_build_holding_a_link_is_not_installed(tmp_path):
+    index = BuildCacheIndex(tmp_path / "cache", tmp_path / "index")
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    (staged / "ext.so").symlink_to("/etc/passwd")
+    assert not index.install(staged, "key", ["ext.so"])
+    assert not (tmp_path / "cache" / "key").exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "complaint"),
+    [
+        ({"name": "ok; rm -rf /", "cpp_sources": ""}, "identifier"),
+        ({"name": "e", "cpp_sources": 3}, "cpp_sources"),
+        ({"name": "e", "extra_cflags": "-O3"}, "extra_cflags"),
+        ({"name": "e", "build_directory": "/srv"}, "unknown"),
+        ({"name": "e", "with_cuda": "yes"}, "with_cuda"),
+    ],
+)
+def test_a_build_request_that_is_not_load_inline_arguments_is_refused(arguments, complaint):
+    with pytest.raises(BadBuildRequest, match=complaint):
+        check_arguments(arguments)
+
+
+def test_only_plain_files_cross_between_cells(tmp_path):
+    source, target = tmp_path / "a", tmp_path / "b"
+    source.mkdir()
+    target.mkdir()
+    (source / "out-1.pt").write_bytes(b"x")
+    (source / "link.pt").symlink_to("/etc/passwd")
+    moved = move_files(["out-1.pt", "link.pt", "../escape", "/etc/passwd", 3], source, target)
+    assert moved == ["out-1.pt"] and (target / "out-1.pt").is_file() and not (target / "link.pt").exists()
+
+
+def test_the_relay_pairs_commands_and_results_and_reports_a_candidate_that_died(tmp_path):
+    async def scenario() -> tuple[dict, dict, dict]:
+        relay = Relay()
+        relay.judge_cell, relay.candidate_cell = tmp_path / "judge", tmp_path / "candidate"
+        relay.judge_cell.mkdir()
+        relay.candidate_cell.mkdir()
+        (relay.judge_cell / "in-1.pt").write_bytes(b"inputs")
+        candidate_asks = asyncio.ensure_future(relay.candidate_next({"op": "next"}))
+        judge_asks = asyncio.ensure_future(
+            relay.judge_command({"op": "candidate", "command": {"do": "call"}, "files": ["in-1.pt"]})
+        )
+        command = await candidate_asks
+        assert (relay.candidate_cell / "in-1.pt").is_file()
+        (relay.candidate_cell / "out-1.pt").write_bytes(b"outputs")
+        next_ask = asyncio.ensure_future(
+            relay.candidate_next({"op": "next", "result": {"ok": True}, "files": ["out-1.pt"]})
+        )
+        answered = await judge_asks
+        relay.candidate_ended(None)
+        after = await relay.judge_command({"op": "candidate", "command": {"do": "call"}, "files": []})
+        next_ask.cancel()
+        return command, answered, after
+
+    command, answered, after = asyncio.run(scenario())
+    assert command == {"do": "call"}
+    assert answered == {"result": {"ok": True}, "files": ["out-1.pt"]}
+    assert (tmp_path / "judge" / "out-1.pt").read_bytes() == b"outputs"
+    assert after["gone"] is True
+
+
+def test_own_kernels_are_the_sources_global_and_triton_kernels():
+    source = (
+        "@triton.jit\ndef add_kernel(x):\n    pass\n"
+        "__global__ void __launch_bounds__(256) relu_kernel(const float* x) {}\n"
+        "template <typename T> __global__ void tiled(T* x) {}\n"
+    )
+    names, vendor = own_kernel_names(source)
+    assert names == {"add_kernel", "relu_kernel", "tiled"} and not vendor
+    launched = ["void tiled<float>(float*)", "void at::native::vectorized_elementwise_kernel<4>(int)"]
+    assert kernel_base_name(launched[0]) == "tiled"
+    assert own_kernels_ran(launched, set(names), vendor)
+    assert not own_kernels_ran(launched[1:], set(names), vendor)
+    assert own_kernels_ran(["sm90_xmma_gemm_f32f32_tf32f32"], set(), vendor=True)
+    assert json.dumps(sorted(names))
