@@ -428,8 +428,10 @@ class Scheduler:
         def judge_argv(cell: Path) -> list[str]:
             relay.judge_cell = cell
             command = [self.config.python, "-m", JUDGE_MODULE, "--reference", str(cell / reference_name)]
-            command += ["--status", str(cell / status_name), "--mode", mode, "--warmup", str(options["warmup"])]
-            command += ["--trials", str(options["trials"]), "--timed-calls", str(options["timed-calls"])]
+            command += ["--status", str(cell / status_name), "--mode", mode]
+            # The options a mode names (trials, timed-calls, warmup); the judge's defaults for the others.
+            for name, value in options.items():
+                command += [f"--{name}", str(value)]
             return [*command, "--own-kernels", str(cell / "own-kernels.json")]
 
         def candidate_argv(cell: Path) -> list[str]:
