@@ -57,8 +57,10 @@ class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
         for i in range(LAYERS):
-            setattr(self, f"weight_{i}", nn.Parameter(torch.randn(D, D) / D**0.5))
-            setattr(self, f"bias_{i}", nn.Parameter(torch.zeros(D)))
+            # Initialised as the reference's layers are, in the same order: the same weights under the same seed.
+            layer = nn.Linear(D, D)
+            setattr(self, f"weight_{i}", layer.weight)
+            setattr(self, f"bias_{i}", layer.bias)
 
     def forward(self, x):
         dtype = getattr(torch, "float32")
