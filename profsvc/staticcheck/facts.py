@@ -347,12 +347,13 @@ class ModuleFacts:
         return None if any(self.submodule_classes(arg) for arg in held) else label
 
     def submodule_classes(self, value: ast.AST) -> list[ast.ClassDef]:
-        """The module's own nn.Module classes (not the reference) an expression instantiates."""
+        """The module's own classes (nn.Module blocks, plain launcher objects; not the reference) it instantiates."""
         found: list[ast.ClassDef] = []
         for node in ast.walk(value):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                cls = self.nn_classes.get(node.func.id)
-                if cls is not None and node.func.id not in self.reference_classes and cls not in found:
+                cls = self.classes.get(node.func.id)
+                own = cls is not None and node.func.id not in self.reference_classes and node.func.id != MODEL_NEW
+                if own and cls not in found:
                     found.append(cls)
         return found
 
@@ -508,23 +509,34 @@ class ModuleFacts:
             yield from self._block_forwards(scope, func)
 
     def _block_forwards(self, scope: Scope, func: ast.expr) -> Iterator[Scope]:
-        """The forward of the module's own nn.Module blocks a call runs (self.block(x), a loop over self.blocks)."""
-        target = scope.resolve_element(func)
+        """Methods of the module's own objects a call runs: self.block(x), a loop over self.blocks,
+        self.launcher.run(x), _LAUNCHER(x) for a module-level instance."""
+        method = None
+        target = func
+        if isinstance(func, ast.Attribute) and self._own_objects(scope, func.value):
+            method, target = func.attr, func.value
+        for cls in self._own_objects(scope, target):
+            methods = {name: node for name, (_, node) in self._methods(self._mro([cls])).items()}
+            for name in (method,) if method else ("forward", "__call__"):
+                if name in methods:
+                    yield self._method_scope(methods[name], methods)
+                    break
+
+    def _own_objects(self, scope: Scope, node: ast.expr) -> list[ast.ClassDef]:
+        """The module's own classes whose instances an expression holds (self.attr, an element of it, a global)."""
+        target = scope.resolve_element(node)
         while isinstance(target, ast.Subscript):
             target = target.value
-        if not (
+        if (
             isinstance(target, ast.Attribute)
             and isinstance(target.value, ast.Name)
             and target.value.id == scope.self_name
             and target.attr in self.submodule_attrs
         ):
-            return
-        for cls in self.submodule_attrs[target.attr]:
-            methods = {name: method for name, (_, method) in self._methods(self._mro([cls])).items()}
-            for name in ("forward", "__call__"):
-                if name in methods:
-                    yield self._method_scope(methods[name], methods)
-                    break
+            return self.submodule_attrs[target.attr]
+        if isinstance(target, ast.Name) and target.id not in scope.locals and target.id in self.module_values:
+            return self.submodule_classes(self.module_values[target.id])
+        return []
 
     def _autograd_forward(self, class_name: str) -> FunctionNode | None:
         """The forward of a module-level torch.autograd.Function subclass, which `.apply()` runs."""

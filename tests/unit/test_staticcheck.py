@@ -242,13 +242,18 @@ _ext = load_inline(
         "    def __init__(self):\n        super().__init__()\n"
         "        self.blocks = nn.ModuleList([Block() for _ in range(2)])\n"
         "    def forward(self, x):\n        for block in self.blocks:\n            x = block(x)\n        return x\n",
+        # a plain launcher object of the module's own, held on self and at module level
+        "class Launcher:\n    def run(self, x):\n        return _ext.run(x)\n_LAUNCHER = Launcher()\n"
+        "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.launcher = Launcher()\n"
+        "    def forward(self, x):\n        return self.launcher.run(_LAUNCHER.run(x))\n",
         # its own frame, and a name rebound to a view of itself (the lookup must not loop)
         "import sys\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
         "        name = sys._getframe(0).f_code.co_name\n        x = x.contiguous()\n        x = x.view(-1)\n"
         "        return _ext.run(x, name)\n",
     ],
     ids=["glue", "extension-named-softmax", "module-settings", "joined-stream", "autograd-function",
-         "recorded-event", "own-blocks", "own-frame"],
+         "recorded-event", "own-blocks", "launcher-object", "own-frame"],
 )  # fmt: skip
 def test_honest_idioms_are_not_flagged(body):
     assert check_source(_PREAMBLE + body) == []
