@@ -16,6 +16,7 @@ from pathlib import Path
 
 from profsvc_client import ProfilerClient, ProfsvcError
 from profsvc_client.client import load_source
+from profsvc_client.policy import static_check_summary
 from profsvc_client.text import render_correctness_lines
 
 
@@ -30,7 +31,7 @@ def main() -> int:
     with ProfilerClient(args.server, timeout=900) as client:
         try:
             lint = client.static_check(source)
-            print(f"static_check: {'clean' if lint.ok else 'FINDINGS'}")
+            print(f"static_check: {static_check_summary(lint)}")
             for finding in lint.findings:
                 print(f"  line {finding.line}: [{finding.rule_id}] {finding.message}")
             built = client.compile(source)

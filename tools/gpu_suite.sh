@@ -3,11 +3,13 @@
 # one stage, keeping every log under $OUT (or ./gpu-out). Stages, each within a 10-minute call:
 #   a    GPU tests: profiling end to end, archetypes and hints, GPU faults; the jail's attack suite
 #   b    GPU tests: the agent's tools, verdicts; the seed's -lineinfo report; the soak (SOAK_REQUESTS, 200); the batch
+#   static  GPU tests: static-check policies in evaluate, the corpus's honest look-alikes; evaluate over the
+#           corpus's runtime-only gaming (tests/staticcheck_corpus/runtime), one JSON result per file
 #   cpu  the CPU suite on the GPU host's Python
 # Usage: tools/gpu_suite.sh STAGE [pytest args]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-stage="${1:?stage a, b or cpu}"
+stage="${1:?stage a, b, static or cpu}"
 shift
 out="${OUT:-gpu-out}"
 mkdir -p "$out"
@@ -38,6 +40,15 @@ case "$stage" in
     timeout 240 python3 benchmarks/soak.py --requests "${SOAK_REQUESTS:-200}" --clients 8 --out "$out/soak.json" >"$out/soak.txt" 2>&1
     echo "soak: exit $?"
     gpu_tests tests/gpu/test_batch_gpu.py
+    ;;
+  static)
+    gpu_tests tests/gpu/test_static_policy_gpu.py "$@"
+    for problem in tests/staticcheck_corpus/runtime/*.py; do
+      name="$(basename "$problem" .py)"
+      python3 -m profsvc_client.cli evaluate "$problem" --skip-profile --format json >"$out/runtime-$name.json" \
+        2>"$out/runtime-$name.err"
+      echo "runtime/$name: evaluate exit $?"
+    done
     ;;
   cpu)
     python3 -m pytest -q -p no:cacheprovider tests/unit tests/integration "$@" 2>&1 | tee "$out/cpu-suite.txt" | tail -3

@@ -13,7 +13,15 @@ from pydantic import BaseModel
 
 from profsvc_client import errors
 from profsvc_client._proto import profiler_pb2 as pb
-from profsvc_client.client import _Connection, analyze_request, profile_request, translate_error, trials_request
+from profsvc_client.client import (
+    _Connection,
+    analyze_request,
+    evaluate_request,
+    profile_request,
+    static_check_request,
+    translate_error,
+    trials_request,
+)
 from profsvc_client.convert import to_model, to_proto
 from profsvc_client.models import (
     BenchmarkResult,
@@ -26,6 +34,7 @@ from profsvc_client.models import (
     ProfileResult,
     Progress,
     StaticCheckResult,
+    StaticPolicy,
 )
 
 R = TypeVar("R", bound=BaseModel)
@@ -85,9 +94,9 @@ class AsyncProfilerClient(_Connection):
         reply = await self._unary(self._stub.Compile, pb.CompileRequest(source=to_proto(source, pb.KernelSource)))
         return to_model(reply.result, CompileResult)
 
-    async def static_check(self, source: KernelSource) -> StaticCheckResult:
-        """AST rules for benchmark gaming over the candidate; nothing runs."""
-        request = pb.StaticCheckRequest(source=to_proto(source, pb.KernelSource))
+    async def static_check(self, source: KernelSource, *, policy: StaticPolicy | None = None) -> StaticCheckResult:
+        """AST rules for benchmark gaming over the candidate; nothing runs. `policy`: per-rule severities."""
+        request = static_check_request(source, policy)
         return to_model((await self._unary(self._stub.StaticCheck, request)).result, StaticCheckResult)
 
     async def check_correctness(self, source: KernelSource, *, trials: int = 0) -> CorrectnessResult:
@@ -121,9 +130,10 @@ class AsyncProfilerClient(_Connection):
         skip_profile: bool = False,
         session_id: str = "",
         on_progress: ProgressCallback | None = None,
+        policy: StaticPolicy | None = None,
     ) -> EvaluateResult:
         """Static check, compile, correctness, timing, memory, launches, SOL and a short profile."""
-        request = trials_request(pb.EvaluateRequest, source, trials, skip_profile=skip_profile, session_id=session_id)
+        request = evaluate_request(source, trials, skip_profile, session_id, policy)
         return await self._stream(self._stub.Evaluate, request, EvaluateResult, on_progress)
 
     async def analyze(

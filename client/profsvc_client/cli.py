@@ -26,7 +26,9 @@ from profsvc_client.models import (
     ProfileResult,
     Progress,
     StaticCheckResult,
+    StaticPolicy,
 )
+from profsvc_client.policy import build_policy, static_check_summary
 from profsvc_client.settings import read_token, resolve_settings
 from profsvc_client.text import render_benchmark_lines, render_correctness_lines
 
@@ -69,6 +71,30 @@ def _add_filter(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nvtx-include", action="append", default=[], help="NVTX range to profile (ncu syntax)")
     parser.add_argument("--launch-count", type=int, default=0, help="profile at most this many launches")
     parser.add_argument("--launch-skip", type=int, default=0, help="skip this many matching launches first")
+
+
+class _RuleSeverity(argparse.Action):
+    """--error/--warn/--off RULE: appends (rule, severity) to one list, so later flags win over earlier ones."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, value: object, *_: object
+    ) -> None:
+        getattr(namespace, self.dest).append((str(value), str(self.const)))
+
+
+def _add_policy(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", type=Path, default=None, help="static-check policy (TOML: name, [rules])")
+    parser.set_defaults(rule_severities=[])
+    flags = (("--error", "error", "an error"), ("--warn", "warning", "a warning"), ("--off", "off", "ignored"))
+    for flag, severity, meaning in flags:
+        parser.add_argument(
+            flag,
+            dest="rule_severities",
+            action=_RuleSeverity,
+            const=severity,
+            metavar="RULE",
+            help=f"make the static-check rule RULE {meaning} (repeatable; after --policy)",
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -131,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     lint = commands.add_parser("lint", help="static check: the known ways candidates game kernel benchmarks")
     lint.add_argument("file", type=Path)
     lint.add_argument("--reference", type=Path, default=None, help="separate reference module")
+    _add_policy(lint)
     _add_target(lint)
 
     check = commands.add_parser("check", help="correctness against the reference on fresh random inputs")
@@ -150,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--reference", type=Path, default=None, help="separate reference module")
     evaluate.add_argument("--trials", type=int, default=0, help="correctness trials (default 5)")
     evaluate.add_argument("--skip-profile", action="store_true", help="no ncu profile (and no SOL score)")
+    _add_policy(evaluate)
     _add_session(evaluate)
     _add_target(evaluate)
 
@@ -165,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--host", default="127.0.0.1", help="HTTP address to bind (default loopback only)")
     mcp.add_argument("--port", type=_port, default=8000, help="HTTP port (default 8000; the endpoint is /mcp)")
     mcp.add_argument("--reference", type=Path, default=None, help="reference module for calls that bring none")
+    mcp.add_argument("--policy", type=Path, default=None, help="static-check policy for calls that set none (TOML)")
     mcp.add_argument("--insecure", action="store_true", help="allow a non-loopback --host (HTTP has no auth)")
     _add_connection(mcp)
 
@@ -268,15 +297,15 @@ def _emit_compile(result: CompileResult, args: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_RESULT_FAILED
 
 
-def _run_tool(client: ProfilerClient, args: argparse.Namespace) -> int:
+def _run_tool(client: ProfilerClient, args: argparse.Namespace, policy: StaticPolicy | None) -> int:
     source = load_source(args.file, args.reference)
     result: StaticCheckResult | CorrectnessResult | BenchmarkResult | EvaluateResult
     if args.command == "lint":
-        result = client.static_check(source)
-        text = "\n".join(
+        result = client.static_check(source, policy=policy)
+        lines = [
             f"{args.file.name}:{f.line}:{f.column}: {f.severity}: [{f.rule_id}] {f.message}" for f in result.findings
-        )
-        text = (text + "\n") if text else "static check: clean\n"
+        ]
+        text = "\n".join([*lines, f"static check: {static_check_summary(result)}"]) + "\n"
     elif args.command == "check":
         result = client.check_correctness(source, trials=args.trials)
         text = "\n".join(render_correctness_lines(result)) + "\n"
@@ -292,6 +321,7 @@ def _run_tool(client: ProfilerClient, args: argparse.Namespace) -> int:
                 skip_profile=args.skip_profile,
                 session_id=args.session,
                 on_progress=progress,
+                policy=policy,
             )
         finally:
             progress.close()
@@ -366,6 +396,7 @@ def _mcp(args: argparse.Namespace) -> int:
             args.host,
             args.port,
             reference=args.reference,
+            policy=args.policy,
             insecure=args.insecure,
         )
     return EXIT_OK
@@ -377,6 +408,8 @@ def run(args: argparse.Namespace) -> int:
         return _serve(args)
     if args.command == "mcp":
         return _mcp(args)
+    # A policy file is read (and rejected) before any server is reached or started.
+    policy = build_policy(args.policy, args.rule_severities) if args.command in ("lint", "evaluate") else None
     with connect(args) as client:
         if args.command == "batch":
             from profsvc_client.batch import run_command
@@ -396,7 +429,7 @@ def run(args: argparse.Namespace) -> int:
         if args.command == "compile":
             return _emit_compile(client.compile(load_source(args.file, args.reference, args.nvcc_flag)), args)
         if args.command in ("lint", "check", "time", "evaluate"):
-            return _run_tool(client, args)
+            return _run_tool(client, args, policy)
         if args.command == "analyze":
             result = client.analyze(args.report, kernel_filter=_filter(args), session_id=args.session)
             return _emit_result(result, args, client)

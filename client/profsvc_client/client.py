@@ -32,6 +32,7 @@ from profsvc_client.models import (
     SourceFile,
     SourceKind,
     StaticCheckResult,
+    StaticPolicy,
 )
 
 R = TypeVar("R", bound=BaseModel)
@@ -150,6 +151,24 @@ def trials_request(message_type: type[P], source: KernelSource, trials: int, **f
     if not 0 <= trials <= UINT32_MAX:
         raise errors.InvalidRequest(f"trials = {trials} is out of range (0 for the server's default, or a count)")
     return message_type(source=to_proto(source, pb.KernelSource), trials=trials, **fields)
+
+
+def static_check_request(source: KernelSource, policy: StaticPolicy | None) -> pb.StaticCheckRequest:
+    """The StaticCheckRequest for a source and an optional policy (both clients)."""
+    request = pb.StaticCheckRequest(source=to_proto(source, pb.KernelSource))
+    if policy is not None:
+        request.policy.CopyFrom(to_proto(policy, pb.StaticPolicy))
+    return request
+
+
+def evaluate_request(
+    source: KernelSource, trials: int, skip_profile: bool, session_id: str, policy: StaticPolicy | None
+) -> pb.EvaluateRequest:
+    """The EvaluateRequest (both clients)."""
+    request = trials_request(pb.EvaluateRequest, source, trials, skip_profile=skip_profile, session_id=session_id)
+    if policy is not None:
+        request.policy.CopyFrom(to_proto(policy, pb.StaticPolicy))
+    return request
 
 
 def analyze_request(
@@ -308,9 +327,9 @@ class ProfilerClient(_Connection):
                     on_progress(to_model(event.progress, Progress))
         raise errors.InternalError("the server closed the stream without a result")
 
-    def static_check(self, source: KernelSource) -> StaticCheckResult:
-        """AST rules for benchmark gaming over the candidate; nothing runs."""
-        request = pb.StaticCheckRequest(source=to_proto(source, pb.KernelSource))
+    def static_check(self, source: KernelSource, *, policy: StaticPolicy | None = None) -> StaticCheckResult:
+        """AST rules for benchmark gaming over the candidate; nothing runs. `policy`: per-rule severities."""
+        request = static_check_request(source, policy)
         with _translated():
             reply = self._stub.StaticCheck(request, metadata=self._metadata, timeout=self.timeout)
         return to_model(reply.result, StaticCheckResult)
@@ -337,9 +356,13 @@ class ProfilerClient(_Connection):
         skip_profile: bool = False,
         session_id: str = "",
         on_progress: Callable[[Progress], None] | None = None,
+        policy: StaticPolicy | None = None,
     ) -> EvaluateResult:
-        """Static check, compile, correctness, timing, memory, launches, SOL and a short profile."""
-        request = trials_request(pb.EvaluateRequest, source, trials, skip_profile=skip_profile, session_id=session_id)
+        """Static check, compile, correctness, timing, memory, launches, SOL and a short profile.
+
+        `policy` sets the static check's severities, and with them whether its findings fail the evaluation.
+        """
+        request = evaluate_request(source, trials, skip_profile, session_id, policy)
         return self._stream(self._stub.Evaluate, request, EvaluateResult, on_progress)
 
     def analyze(
@@ -372,9 +395,11 @@ __all__ = [
     "SourceKind",
     "analyze_request",
     "channel_setup",
+    "evaluate_request",
     "load_source",
     "multi_address_target",
     "profile_request",
     "service_config",
+    "static_check_request",
     "translate_error",
 ]

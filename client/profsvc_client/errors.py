@@ -37,6 +37,7 @@ class Reason(enum.StrEnum):
     BAD_SOURCE_KIND = "BAD_SOURCE_KIND"
     BAD_FILTER = "BAD_FILTER"
     UNKNOWN_METRIC_SET = "UNKNOWN_METRIC_SET"
+    BAD_POLICY = "BAD_POLICY"
     BAD_REPORT = "BAD_REPORT"
     BAD_ARGUMENT = "BAD_ARGUMENT"
     ARTIFACT_NOT_FOUND = "ARTIFACT_NOT_FOUND"
@@ -134,6 +135,7 @@ REASON_CLASSES: dict[Reason, type[ProfsvcError]] = {
     Reason.BAD_SOURCE_KIND: InvalidRequest,
     Reason.BAD_FILTER: InvalidRequest,
     Reason.UNKNOWN_METRIC_SET: InvalidRequest,
+    Reason.BAD_POLICY: InvalidRequest,
     Reason.BAD_REPORT: InvalidRequest,
     Reason.BAD_ARGUMENT: InvalidRequest,
     Reason.ARTIFACT_NOT_FOUND: NotFound,

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated, Concatenate, ParamSpec
+from typing import Annotated, Concatenate, Literal, ParamSpec
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
@@ -46,7 +46,9 @@ from profsvc_client.models import (
     ProfileResult,
     SourceFile,
     StaticCheckResult,
+    StaticPolicy,
 )
+from profsvc_client.policy import is_default, policy_label, read_policy_file, with_overrides
 from profsvc_client.text import render_correctness_lines
 
 P = ParamSpec("P")
@@ -94,6 +96,15 @@ KernelRegex = Annotated[str, Field(description="Profile only kernels whose name 
 LaunchCount = Annotated[int, Field(ge=0, description="Profile at most this many matching launches (0: no limit).")]
 MetricSet = Annotated[
     str, Field(description="ncu metric set: basic, default, full or timing (empty: the server's default).")
+]
+
+PolicyOverrides = Annotated[
+    dict[str, Literal["error", "warning", "info", "off"]] | None,
+    Field(
+        description="Static-check severities for this call, rule id to error/warning/info/off, e.g. "
+        '{"torch_fallback": "error"} to fail PyTorch operations left next to your own kernels (by default they are '
+        "warnings; a forward that runs no kernel of its own is an error). Applied on top of the server's policy."
+    ),
 ]
 
 _PYTHON_IMPORT = re.compile(r"^\s*(import|from)\s+\w", re.MULTILINE)
@@ -154,13 +165,15 @@ def correctness_text(result: CorrectnessResult) -> str:
 
 
 def static_check_text(result: StaticCheckResult, file_name: str) -> str:
-    """`static_check PASSED/FAILED: ...` and one file:line:col line per finding."""
+    """`static_check PASSED/FAILED: ...` (with the policy when it is not the default) and a line per finding."""
     errors_found = sum(f.severity == "error" for f in result.findings)
     warnings = len(result.findings) - errors_found
     if not result.findings:
         head = "static_check PASSED: no violations or warnings detected."
     else:
         head = f"static_check {'PASSED' if result.ok else 'FAILED'}: {errors_found} error(s), {warnings} warning(s)."
+    if not is_default(result.policy):
+        head += f" Policy: {policy_label(result.policy)}."
     lines = [head]
     lines.extend(f"{file_name}:{f.line}:{f.column}: {f.severity}: [{f.rule_id}] {f.message}" for f in result.findings)
     return "\n".join(lines)
@@ -220,12 +233,20 @@ def _tool(
 class ProfsvcTools:
     """The tools, bound to one ProfilerClient (its gRPC channel is thread-safe: the SDK runs each call in a thread).
 
-    `reference` is the reference module used when a call brings no reference_code.
+    `reference` is the reference module used when a call brings no reference_code; `policy` the static-check
+    policy of calls that set no severities of their own.
     """
 
-    def __init__(self, client: ProfilerClient, reference: SourceFile | None = None) -> None:
+    def __init__(
+        self, client: ProfilerClient, reference: SourceFile | None = None, policy: StaticPolicy | None = None
+    ) -> None:
         self.client = client
         self.reference = reference
+        self.policy = policy
+
+    def call_policy(self, overrides: dict[str, str] | None) -> StaticPolicy | None:
+        """The server's policy (`profsvc mcp --policy`) with a call's per-rule severities on top."""
+        return with_overrides(self.policy, (overrides or {}).items())
 
     def source(
         self,
@@ -302,14 +323,15 @@ class ProfsvcTools:
         kernel_code: KernelCode,
         reference_code: ReferenceCode = None,
         file_name: FileName = None,
+        policy: PolicyOverrides = None,
     ) -> Annotated[CallToolResult, StaticCheckResult]:
         """Check the candidate's source for the known ways of gaming a kernel benchmark; nothing runs.
 
-        Flags PyTorch fallbacks, cached results, monkeypatched timers, side streams, precision downcasts and more,
-        each as a file:line:col finding.
+        Flags a forward that runs no kernel of its own, PyTorch fallbacks, cached results, monkeypatched timers,
+        side streams, precision downcasts and more, each as a file:line:col finding.
         """
         source = self.source(kernel_code, reference_code, file_name)
-        result = self.client.static_check(source)
+        result = self.client.static_check(source, policy=self.call_policy(policy))
         return _answer(static_check_text(result, source.main.name), result)
 
     @_tool
@@ -320,11 +342,15 @@ class ProfsvcTools:
         file_name: FileName = None,
         trials: Trials = 0,
         skip_profile: Annotated[bool, Field(description="Skip the ncu profile (and the SOL score).")] = False,
+        policy: PolicyOverrides = None,
     ) -> Annotated[CallToolResult, EvaluateResult]:
         """Submit the final candidate: static check, compile, correctness, timing against the reference, memory,
         kernel launches and fusion, speed-of-light score and a short profile (needs a GPU)."""
         result = self.client.evaluate(
-            self.source(kernel_code, reference_code, file_name), trials=trials, skip_profile=skip_profile
+            self.source(kernel_code, reference_code, file_name),
+            trials=trials,
+            skip_profile=skip_profile,
+            policy=self.call_policy(policy),
         )
         return _answer(evaluate_text(result), result)
 
@@ -354,14 +380,16 @@ class ProfsvcTools:
         return _answer(profile_text(result, "analyze_report"), result)
 
 
-def build_server(client: ProfilerClient, *, reference: SourceFile | None = None) -> MCPServer:
+def build_server(
+    client: ProfilerClient, *, reference: SourceFile | None = None, policy: StaticPolicy | None = None
+) -> MCPServer:
     """An MCP server with the six tools over `client`."""
     try:
         version = metadata.version("profsvc-client")
     except metadata.PackageNotFoundError:
         version = ""
     server: MCPServer = MCPServer("profsvc", instructions=INSTRUCTIONS, version=version, log_level="WARNING")
-    tools = ProfsvcTools(client, reference)
+    tools = ProfsvcTools(client, reference, policy)
     reads_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     runs_code = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
     for tool, hints in (
@@ -402,13 +430,15 @@ def serve_mcp(
     port: int = 8000,
     *,
     reference: Path | None = None,
+    policy: Path | None = None,
     insecure: bool = False,
 ) -> None:
     """Serve the tools over stdio or streamable HTTP (at /mcp) until the client or a signal ends it.
 
     `client_factory` yields the ProfilerClient to use for the server's lifetime (remote or embedded).
     The HTTP transport has no authentication of its own, and its tools run code on the GPU server with
-    this process's token: a non-loopback `host` needs `insecure=True`.
+    this process's token: a non-loopback `host` needs `insecure=True`. `policy` is a static-check policy file
+    for calls that set no severities of their own.
     """
     if transport not in ("stdio", "http"):
         raise errors.InvalidRequest(f"unknown MCP transport {transport!r} (stdio or http)", errors.Reason.BAD_ARGUMENT)
@@ -421,8 +451,9 @@ def serve_mcp(
     if transport == "http":
         _check_bindable(host, port)
     reference_file = SourceFile(name=reference.name, content=reference.read_bytes()) if reference else None
+    static_policy = read_policy_file(policy) if policy else None
     with client_factory() as client:
-        server = build_server(client, reference=reference_file)
+        server = build_server(client, reference=reference_file, policy=static_policy)
         if transport == "stdio":
             server.run("stdio")
         else:

@@ -347,11 +347,26 @@ class StaticFinding(_Model):
     message: str = ""
 
 
+class RuleSeverity(_Model):
+    """One rule's severity under a static-check policy: error, warning, info or off."""
+
+    rule_id: str = ""
+    severity: str = ""
+
+
+class StaticPolicy(_Model):
+    """A static-check policy: a name and the rules whose severity differs from the server's rule table."""
+
+    name: str = ""
+    overrides: list[RuleSeverity] = Field(default_factory=list)
+
+
 class StaticCheckResult(_Model):
-    """Outcome of a static check (ok: no finding of severity error)."""
+    """Outcome of a static check (ok: no finding of severity error under the policy that applied)."""
 
     ok: bool = False
     findings: list[StaticFinding] = Field(default_factory=list)
+    policy: StaticPolicy = Field(default_factory=StaticPolicy)
 
 
 class Tolerance(_Model):

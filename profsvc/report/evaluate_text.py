@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from profsvc_client.models import EvaluateResult
+from profsvc_client.policy import static_check_summary
 from profsvc_client.text import render_benchmark_lines, render_correctness_lines
 
 
 def render_evaluation(result: EvaluateResult) -> str:
     """The whole Evaluate report."""
     lines = [f"=== profsvc evaluate: {'PASSED' if result.ok else 'FAILED'} ==="]
-    errors = [f for f in result.static_check.findings if f.severity == "error"]
-    lines.append(f"static check: {'clean' if not errors else f'{len(errors)} error(s)'}")
+    lines.append(f"static check: {static_check_summary(result.static_check)}")
     lines.extend(f"  line {f.line}: [{f.rule_id}] {f.message}" for f in result.static_check.findings[:10])
     lines.extend(render_correctness_lines(result.correctness))
     lines.extend(render_benchmark_lines(result.benchmark))

@@ -7,7 +7,9 @@ from profsvc.metrics.sol import SOL_DEFINITION, sol_pct
 from profsvc.report.evaluate_text import render_evaluation
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
 from profsvc.scheduler.scheduler import Scheduler
-from profsvc.staticcheck import check_source
+from profsvc.staticcheck import Policy, check_source, make_policy
+from profsvc.staticcheck.policy import Level
+from profsvc.staticcheck.rules import load_rules
 from profsvc_client.models import (
     BenchmarkResult,
     CompileResult,
@@ -15,25 +17,33 @@ from profsvc_client.models import (
     EvaluateResult,
     JobError,
     ProfileResult,
+    RuleSeverity,
     Stage,
     StaticCheckResult,
     StaticFinding,
+    StaticPolicy,
 )
 
+NO_CUSTOM_KERNEL = "no_custom_kernel"
 DEFAULT_TRIALS = 5
 DEFAULT_TIMED_CALLS = 100
 WARMUP_CALLS = 10
 
 
-def static_check(source: SourceSpec) -> StaticCheckResult:
-    """AST rules over the candidate (pure: nothing runs)."""
-    findings = check_source(source.main_text, source.main_name, source.reference_text or None)
+def static_check(source: SourceSpec, policy: Policy | None = None) -> StaticCheckResult:
+    """AST rules over the candidate (pure: nothing runs), with the policy's severities (default: the table's)."""
+    policy = policy or make_policy()
+    findings = policy.apply(check_source(source.main_text, source.main_name, source.reference_text or None))
     return StaticCheckResult(
         ok=not any(f.severity == "error" for f in findings),
         findings=[
             StaticFinding(rule_id=f.rule_id, severity=str(f.severity), line=f.line, column=f.column, message=f.message)
             for f in findings
         ],
+        policy=StaticPolicy(
+            name=policy.name,
+            overrides=[RuleSeverity(rule_id=rule, severity=str(level)) for rule, level in policy.overrides.items()],
+        ),
     )
 
 
@@ -73,11 +83,17 @@ async def evaluate(
     skip_profile: bool,
     progress: ProgressSink | None = None,
     session_id: str = "",
+    policy: Policy | None = None,
 ) -> EvaluateResult:
-    """Static check, build, correctness, timing, memory, launches, then (correct candidates) a profile and SOL."""
-    result = EvaluateResult(static_check=static_check(source))
+    """Static check, build, correctness, timing, memory, launches, then (correct candidates) a profile and SOL.
+
+    The static check's verdict under `policy` is part of the evaluation's: an error finding fails it.
+    """
+    result = EvaluateResult(static_check=static_check(source, policy))
     options = {"trials": trials or DEFAULT_TRIALS, "timed-calls": DEFAULT_TIMED_CALLS, "warmup": WARMUP_CALLS}
-    compiled, status = await scheduler.run_checks(source, "evaluate", options, progress)
+    # The run-time side of no_custom_kernel (no launch of the candidate's own kernels) follows the same policy.
+    own_kernel = (policy or make_policy()).level(NO_CUSTOM_KERNEL, load_rules()) is Level.ERROR
+    compiled, status = await scheduler.run_checks(source, "evaluate", options, progress, own_kernel)
     if status is None or not status.ok or status.correctness is None:
         error = _job_error(compiled, status)
         result.correctness = CorrectnessResult(compile=compiled, error=error, message="could not run")

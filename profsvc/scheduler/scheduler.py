@@ -50,7 +50,7 @@ from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
 from profsvc.scheduler.relay import Relay
 from profsvc.scheduler.sessions import SessionStore
 from profsvc.scheduler.standby import StandbyPool, StandbySpec
-from profsvc.staticcheck.kernels import own_kernel_names
+from profsvc.staticcheck.own_kernels import own_kernel_names
 from profsvc.telemetry import Telemetry
 from profsvc.worker.standby import WARM_LIBRARIES, WARM_PROFILER
 from profsvc_client.errors import InvalidRequest, PreconditionFailed, Reason, ResourceExhausted
@@ -390,10 +390,16 @@ class Scheduler:
     # ------------------------------------------------------------ correctness and timing
 
     async def run_checks(
-        self, source: SourceSpec, mode: str, options: dict[str, int], progress: ProgressSink | None = None
+        self,
+        source: SourceSpec,
+        mode: str,
+        options: dict[str, int],
+        progress: ProgressSink | None = None,
+        own_kernel: bool = True,
     ) -> tuple[CompileResult, HarnessStatus | None]:
         """Build, then run `mode` (correctness, benchmark, evaluate) on a GPU: the judge in one cell, the
-        candidate's process in another (profsvc.worker.judge); the judge's status is the answer."""
+        candidate's process in another (profsvc.worker.judge); the judge's status is the answer.
+        `own_kernel`: a call that launches no kernel of the candidate's own fails correctness."""
         self.require_gpu()
         async with self._admit(progress) as job:
             compiled, _, _ = await self._build(job, source)
@@ -402,12 +408,14 @@ class Scheduler:
             async with self._gpu(job) as gpu:
                 job.report(Stage.RUNNING, f"running {mode} on GPU {gpu}")
                 with self.telemetry.stage(mode):
-                    status = await self._judged(source, mode, options, gpu)
+                    status = await self._judged(source, mode, options, gpu, own_kernel)
             self._record_phases(mode, status)
             job.report(Stage.DONE, "done")
             return compiled, status
 
-    async def _judged(self, source: SourceSpec, mode: str, options: dict[str, int], gpu: int) -> HarnessStatus:
+    async def _judged(
+        self, source: SourceSpec, mode: str, options: dict[str, int], gpu: int, own_kernel: bool
+    ) -> HarnessStatus:
         """The judge and the candidate's process, paired by a relay; the judge's status."""
         relay = Relay()
         status_name = f"{mode}-status.json"
@@ -432,7 +440,7 @@ class Scheduler:
             # The options a mode names (trials, timed-calls, warmup); the judge's defaults for the others.
             for name, value in options.items():
                 command += [f"--{name}", str(value)]
-            return [*command, "--own-kernels", str(cell / "own-kernels.json")]
+            return [*command, "--own-kernels", str(cell / "own-kernels.json")] if own_kernel else command
 
         def candidate_argv(cell: Path) -> list[str]:
             relay.candidate_cell = cell

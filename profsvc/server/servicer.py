@@ -21,6 +21,7 @@ from profsvc.server.validation import (
     validate_count,
     validate_filter,
     validate_metric_set,
+    validate_policy,
     validate_session_id,
     validate_source,
 )
@@ -38,6 +39,7 @@ from profsvc_client.models import (
     ProfileResult,
     Progress,
     SourceKind,
+    StaticPolicy,
 )
 
 T = TypeVar("T")
@@ -175,7 +177,8 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
                     f"the static check reads Python candidates (.py); {source.main_name} is a CUDA program",
                     Reason.BAD_SOURCE_KIND,
                 )
-            return pb.StaticCheckResponse(result=to_proto(static_check(source), pb.StaticCheckResult))
+            policy = validate_policy(_request_model(request.policy, StaticPolicy))
+            return pb.StaticCheckResponse(result=to_proto(static_check(source, policy), pb.StaticCheckResult))
 
         return await self._guard(context, "StaticCheck", call)
 
@@ -210,7 +213,8 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
             source = self._python_problem(request.source)
             trials = validate_count(request.trials, "trials", self.config.limits.max_trials)
             session_id = validate_session_id(request.session_id)
-            return await evaluate(self.scheduler, source, trials, request.skip_profile, progress, session_id)
+            policy = validate_policy(_request_model(request.policy, StaticPolicy))
+            return await evaluate(self.scheduler, source, trials, request.skip_profile, progress, session_id, policy)
 
         async for message in self._stream(
             context,

@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from profsvc.config import Limits
 from profsvc.ncu.metric_sets import MetricSetSpec, metric_sets, resolve
 from profsvc.scheduler.jobs import SourceSpec
+from profsvc.staticcheck import Policy, PolicyError, make_policy
 from profsvc_client.errors import InvalidRequest, Reason
-from profsvc_client.models import KernelFilter, KernelSource, SourceFile, SourceKind
+from profsvc_client.models import KernelFilter, KernelSource, SourceFile, SourceKind, StaticPolicy
 
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 _CUDA_MAIN = re.compile(r"\bint\s+main\s*\(")
@@ -198,3 +199,11 @@ def validate_metric_set(name: str) -> MetricSetSpec:
         known = ", ".join(metric_sets())
         raise InvalidRequest(f"unknown metric set {name!r}; this server offers: {known}", Reason.UNKNOWN_METRIC_SET)
     return spec
+
+
+def validate_policy(policy: StaticPolicy) -> Policy:
+    """A request's static-check policy against the rule table (unset: the default policy)."""
+    try:
+        return make_policy(policy.name, {o.rule_id: o.severity for o in policy.overrides})
+    except PolicyError as error:
+        raise InvalidRequest(str(error), Reason.BAD_POLICY) from None

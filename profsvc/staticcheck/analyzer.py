@@ -6,7 +6,19 @@ import ast
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 
-from profsvc.staticcheck import concurrency, cuda, fallback, patching, precision, runtime, state, structure, subclass
+from profsvc.staticcheck import (
+    concurrency,
+    cuda,
+    fallback,
+    kernels,
+    mutation,
+    patching,
+    precision,
+    runtime,
+    state,
+    structure,
+    subclass,
+)
 from profsvc.staticcheck.facts import ModuleFacts
 from profsvc.staticcheck.findings import Finding, Hit
 from profsvc.staticcheck.precision import reference_kinds
@@ -14,8 +26,10 @@ from profsvc.staticcheck.rules import RuleId, load_rules
 
 _DETECTORS: tuple[Callable[[ModuleFacts], Iterator[Hit]], ...] = (
     structure.detect,
+    kernels.detect,
     fallback.detect,
     state.detect,
+    mutation.detect,
     concurrency.detect,
     patching.detect,
     runtime.detect,

@@ -11,14 +11,11 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from profsvc.staticcheck.cppsource import string_hit
 from profsvc.staticcheck.facts import ModuleFacts
 from profsvc.staticcheck.findings import Hit
 from profsvc.staticcheck.precision import BFLOAT16, FLOAT8, FLOAT16, TF32, downcast_detail
 from profsvc.staticcheck.rules import RuleId
-
-# A string is treated as C++/CUDA source when it contains one of these.
-_SOURCE_MARKER = re.compile(r"__global__|#include|\btorch::|\bat::|__device__|PYBIND11_MODULE|TORCH_LIBRARY|<<<")
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 
 _ATEN_OPS = (
     r"matmul|mm|bmm|addmm|addmv|baddbmm|linear|conv[123]d|conv_transpose[123]d|convolution|_convolution"
@@ -31,11 +28,16 @@ _ATEN_CALL = re.compile(rf"(?:\b(?:torch|at)::(?:\w+::)*|\.\s*)(?:{_ATEN_OPS})\s
 _VENDOR_CALL = re.compile(
     r"\b(?:cublas\w*|cudnn\w*|cusparse\w*|cufft\w*|cusolver\w*)\s*\(|getCurrentCUDA(?:Blas|Sparse)Handle"
 )
-_STREAM_CREATE = re.compile(r"\bcudaStreamCreate\w*|\bgetStreamFromPool\b")
+_STREAM_CREATE = re.compile(r"\bcudaStreamCreate\w*|\bgetStreamFromPool\b|\bcudaStreamPerThread\b")
 _STREAM_JOIN = re.compile(r"cudaStreamSynchronize|cudaDeviceSynchronize|cudaStreamWaitEvent|cudaEventSynchronize")
 _CONCURRENCY = re.compile(r"std::j?thread\b|std::async\b|\bpthread_create\b|\bfork\s*\(|\bpopen\s*\(|\bsystem\s*\(")
 _STATIC_TENSOR = re.compile(
     r"\bstatic\s+(?:const\s+)?(?:torch|at)::Tensor\b|\bstatic\s+std::(?:unordered_)?map\s*<[^;]*Tensor"
+)
+# A static variable of a host function: it outlives the call like a global.
+_STATIC_VARIABLE = re.compile(
+    r"\bstatic\s+(?!inline\b|constexpr\b|__\w+__\b|void\b)(?:const\s+|volatile\s+)*[\w:]+(?:\s*<[^;{}]*?>)?"
+    r"(?:\s*\*\s*(?:const\s*)?|\s*&\s*|\s+)(\w+)\s*(?:=|;|\[|\{)"
 )
 _DOWNCAST = re.compile(
     r"__float2half\w*|__floats2half2\w*|__float22half2\w*|__float2bfloat16\w*|__floats2bfloat162\w*"
@@ -56,7 +58,7 @@ class _Pattern:
 _PATTERNS = (
     _Pattern(RuleId.CUDA_TORCH_FALLBACK, _ATEN_CALL, lambda m: f"calls {m.rstrip('( ')}"),
     _Pattern(RuleId.CUDA_VENDOR_LIBRARY, _VENDOR_CALL, lambda m: f"calls {m.rstrip('( ')}"),
-    _Pattern(RuleId.SIDE_STREAM, _STREAM_CREATE, lambda m: f"the extension calls {m} and never waits", _STREAM_JOIN),
+    _Pattern(RuleId.SIDE_STREAM, _STREAM_CREATE, lambda m: f"the extension uses {m} and never waits", _STREAM_JOIN),
     _Pattern(RuleId.THREAD_OR_PROCESS, _CONCURRENCY, lambda m: f"the extension uses {m.rstrip('( ')}"),
     _Pattern(RuleId.RESULT_CACHING, _STATIC_TENSOR, lambda m: f"the extension keeps a tensor in `{m}`"),
 )
@@ -75,14 +77,8 @@ def _downcast_kind(match: str) -> str:
 
 def detect(facts: ModuleFacts, allowed: frozenset[str], reference_known: bool) -> Iterator[Hit]:
     """Hits inside every C++/CUDA source string of the module."""
-    for node in ast.walk(facts.tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _SOURCE_MARKER.search(node.value):
-            yield from _check_source(node, _blank_comments(node.value), allowed, reference_known)
-
-
-def _blank_comments(source: str) -> str:
-    """Comments replaced by spaces, newlines kept, so offsets still map to lines."""
-    return _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), source)
+    for string in facts.cpp_strings:
+        yield from _check_source(string.node, string.text, allowed, reference_known)
 
 
 def _check_source(node: ast.Constant, source: str, allowed: frozenset[str], reference_known: bool) -> Iterator[Hit]:
@@ -90,18 +86,26 @@ def _check_source(node: ast.Constant, source: str, allowed: frozenset[str], refe
         if pattern.unless is not None and pattern.unless.search(source):
             continue
         for match in pattern.regex.finditer(source):
-            yield _hit(node, source, match.start(), pattern.rule_id, pattern.describe(match.group()))
+            yield string_hit(node, source, match.start(), pattern.rule_id, pattern.describe(match.group()))
+    yield from _static_caches(node, source)
     for match in _DOWNCAST.finditer(source):
         kind = _downcast_kind(match.group())
         if kind not in allowed:
             detail = downcast_detail(f"the extension uses {match.group()}", kind, reference_known)
-            yield _hit(node, source, match.start(), RuleId.PRECISION_DOWNCAST, detail)
+            yield string_hit(node, source, match.start(), RuleId.PRECISION_DOWNCAST, detail)
 
 
-def _hit(node: ast.Constant, source: str, offset: int, rule_id: str, detail: str) -> Hit:
-    """A hit at an offset inside a string literal, mapped to the candidate's line and column."""
-    newlines = source.count("\n", 0, offset)
-    # Escaped newlines ("\\n" in a one-line literal) make the count overshoot: stay inside the literal.
-    line = min(node.lineno + newlines, node.end_lineno or node.lineno)
-    column = offset - source.rfind("\n", 0, offset) if newlines else node.col_offset + 1
-    return Hit(rule_id, line, column, detail)
+def _static_caches(node: ast.Constant, source: str) -> Iterator[Hit]:
+    """Static variables that key on an input's address or hand stored data back: a result cache in C++.
+
+    A static workspace (allocated once, grown when too small, written by the kernel each call) does neither.
+    """
+    for match in _STATIC_VARIABLE.finditer(source):
+        name = re.escape(match.group(1))
+        keyed = re.search(rf"\b{name}\b[^;\n]*[!=]=[^;\n]*data_ptr|data_ptr[^;\n]*[!=]=[^;\n]*\b{name}\b", source)
+        replayed = re.search(rf"\b(?:cudaMemcpy\w*|memcpy|std::copy)\s*\([^,;]+,\s*(?:\([^()]*\)\s*)?{name}\b", source)
+        returned = re.search(rf"\breturn\s+{name}\s*;", source)
+        if keyed or replayed or returned:
+            why = "hands its contents back" if replayed or returned else "compares it with an input's data_ptr()"
+            detail = f"the extension keeps `{match.group(0).rstrip('=;[{ ')}` across calls and {why}"
+            yield string_hit(node, source, match.start(), RuleId.RESULT_CACHING, detail)

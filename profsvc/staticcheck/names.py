@@ -7,6 +7,7 @@ dodge the checker is as suspicious as one that calls it.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 
 
 def dotted(node: ast.AST) -> str | None:
@@ -31,9 +32,10 @@ def root(node: ast.AST) -> ast.AST:
 class ImportMap:
     """Local names bound by imports (and plain module aliases such as ``cuda = torch.cuda``)."""
 
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(self, tree: ast.Module, nodes: Iterable[ast.AST] | None = None) -> None:
+        """`nodes`: every node of the tree, when the caller has walked it already."""
         self.aliases: dict[str, str] = {}
-        for node in ast.walk(tree):
+        for node in ast.walk(tree) if nodes is None else nodes:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     # `import a.b` binds `a`; `import a.b as c` binds `c` to `a.b`.

@@ -23,7 +23,6 @@ _INTROSPECTION = (
     "gc.get_objects",
     "gc.get_referrers",
     "gc.get_referents",
-    "sys._getframe",
     "sys._current_frames",
     "sys.modules",
     "sys.settrace",
@@ -42,19 +41,22 @@ _FRAME_ATTRS = frozenset(
     | {"__subclasses__", "_is_profiler_enabled"}
 )
 _ENVIRONMENT = ("os.environ", "os.getenv", "os.getenvb")
+# Frame getters: reading one's own frame (no argument, or 0) is harmless; a caller's frame is the harness's.
+_FRAME_GETTERS = frozenset({"sys._getframe", "inspect.currentframe"})
 # Environment variables and names a candidate would look for to tell whether Nsight is watching.
 _PROFILER_PROBE = re.compile(r"CUDA_INJECTION64_PATH|NSYS_|NV_NSIGHT|NSIGHT|NCU_|NV_COMPUTE_PROFILER")
 
 
 def detect(facts: ModuleFacts) -> Iterator[Hit]:
     """All monkeypatching and harness_introspection hits of the module."""
-    for node in ast.walk(facts.tree):
+    modules = _module_objects(facts)
+    for node in facts.nodes:
         if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
             targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
             for target in targets:
-                yield from _patched_target(facts, target)
+                yield from _patched_target(facts, target, modules)
         elif isinstance(node, ast.Call):
-            yield from _patching_call(facts, node)
+            yield from _patching_call(facts, node, modules)
         elif isinstance(node, ast.Attribute | ast.Name):
             yield from _introspective_name(facts, node)
         elif isinstance(node, ast.ImportFrom) and node.module == "__main__":
@@ -76,17 +78,46 @@ def _target_nodes(target: ast.expr) -> Iterator[ast.expr]:
         yield target
 
 
-def _patched_target(facts: ModuleFacts, target: ast.expr) -> Iterator[Hit]:
+def _module_objects(facts: ModuleFacts) -> set[str]:
+    """Names bound to an imported module or its parts through getattr: ``_m = getattr(torch, "cu" + "da")``."""
+    found: set[str] = set()
+    assigns = [n for n in facts.nodes if isinstance(n, ast.Assign) and len(n.targets) == 1]
+    size = -1
+    while size != len(found):
+        size = len(found)
+        for node in assigns:
+            if isinstance(node.targets[0], ast.Name) and _reaches_module(facts, node.value, found):
+                found.add(node.targets[0].id)
+    return found
+
+
+def _reaches_module(facts: ModuleFacts, node: ast.expr, modules: set[str]) -> bool:
+    """Whether an expression is an imported module or something inside one, however it was looked up."""
+    while True:
+        if isinstance(node, ast.Name):
+            return node.id in facts.imports.aliases or node.id in modules
+        if isinstance(node, ast.Attribute | ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" and node.args:
+            node = node.args[0]
+        else:
+            return False
+
+
+def _patched_target(facts: ModuleFacts, target: ast.expr, modules: set[str]) -> Iterator[Hit]:
     for node in _target_nodes(target):
         if isinstance(node, ast.Subscript):
             container = facts.imports.resolve(node.value) or dotted(node.value) or ""
             if container in ("sys.modules", "__builtins__"):
                 yield hit_at(RuleId.HARNESS_INTROSPECTION, node, f"writes into {container}")
+            elif isinstance(node.value, ast.Attribute) and node.value.attr == "__dict__":
+                if _reaches_module(facts, node.value.value, modules):
+                    yield hit_at(RuleId.MONKEYPATCHING, node, f"an entry of {ast.unparse(node.value)}")
         elif isinstance(node, ast.Attribute):
-            yield from _patched_attribute(facts, node)
+            yield from _patched_attribute(facts, node, modules)
 
 
-def _patched_attribute(facts: ModuleFacts, node: ast.Attribute) -> Iterator[Hit]:
+def _patched_attribute(facts: ModuleFacts, node: ast.Attribute, modules: set[str]) -> Iterator[Hit]:
     qualname = facts.imports.resolve(node)
     base = root(node)
     if qualname and (qualname == "builtins" or qualname.startswith("builtins.")):
@@ -95,26 +126,52 @@ def _patched_attribute(facts: ModuleFacts, node: ast.Attribute) -> Iterator[Hit]
         yield hit_at(RuleId.MONKEYPATCHING, node, qualname)
     elif isinstance(base, ast.Name) and base.id in facts.nn_classes:
         yield hit_at(RuleId.MONKEYPATCHING, node, f"{dotted(node)} of the reference")
+    elif qualname is None and _reaches_module(facts, node.value, modules):
+        # getattr(torch, "cuda").synchronize = ..., or through a name bound to such a lookup
+        yield hit_at(RuleId.MONKEYPATCHING, node, f"{ast.unparse(node)}, a module attribute reached through getattr")
 
 
-def _patching_call(facts: ModuleFacts, call: ast.Call) -> Iterator[Hit]:
+def _patching_call(facts: ModuleFacts, call: ast.Call, modules: set[str]) -> Iterator[Hit]:
     qualname = facts.imports.resolve(call.func) or ""
     if qualname.startswith(("unittest.mock.", "mock.")):
         yield hit_at(RuleId.MONKEYPATCHING, call, f"what {qualname} targets")
     elif any(isinstance(a, ast.Constant) and a.value == "__main__" for a in call.args):
         yield hit_at(RuleId.HARNESS_INTROSPECTION, call, "looks up the __main__ module, where the harness runs")
+    elif qualname in _FRAME_GETTERS and _reads_a_caller(call):
+        yield hit_at(RuleId.HARNESS_INTROSPECTION, call, f"reads a caller's frame with {qualname}")
     elif isinstance(call.func, ast.Name) and not qualname:
-        yield from _builtin_call(facts, call, call.func.id)
+        yield from _builtin_call(facts, call, call.func.id, modules)
 
 
-def _builtin_call(facts: ModuleFacts, call: ast.Call, name: str) -> Iterator[Hit]:
+def _reads_a_caller(call: ast.Call) -> bool:
+    depth = call.args[0] if call.args else None
+    return depth is not None and not (isinstance(depth, ast.Constant) and depth.value == 0)
+
+
+def _builtin_call(facts: ModuleFacts, call: ast.Call, name: str, modules: set[str]) -> Iterator[Hit]:
     first = call.args[0] if call.args else None
     if name == "setattr" and first is not None:
         target = facts.imports.resolve(first)
         if target is not None or (isinstance(first, ast.Name) and first.id in facts.nn_classes):
             yield hit_at(RuleId.MONKEYPATCHING, call, f"an attribute of {target or dotted(first)} (via setattr)")
+        elif _reaches_module(facts, first, modules):
+            yield hit_at(RuleId.MONKEYPATCHING, call, f"an attribute of {ast.unparse(first)} (via setattr)")
+        elif _assembled_name(call) and not _is_self(first):
+            yield hit_at(
+                RuleId.MONKEYPATCHING, call, f"an attribute of {ast.unparse(first)} whose name is built at run time"
+            )
     elif name == "globals" or (name == "vars" and first is not None and facts.imports.is_module_root(first)):
         yield hit_at(RuleId.HARNESS_INTROSPECTION, call, f"calls {name}() to read module state")
+
+
+def _assembled_name(call: ast.Call) -> bool:
+    """setattr with a name that is not written out: "perf_" + "counter", "".join(...), a variable."""
+    return len(call.args) > 1 and not (isinstance(call.args[1], ast.Constant) and isinstance(call.args[1].value, str))
+
+
+def _is_self(node: ast.expr) -> bool:
+    # setattr(self, f"w{i}", ...) registers layers in nn.Module's own way.
+    return isinstance(node, ast.Name) and node.id in ("self", "cls")
 
 
 def _introspective_name(facts: ModuleFacts, node: ast.Attribute | ast.Name) -> Iterator[Hit]:
@@ -125,6 +182,8 @@ def _introspective_name(facts: ModuleFacts, node: ast.Attribute | ast.Name) -> I
         yield hit_at(RuleId.HARNESS_INTROSPECTION, node, "touches __builtins__")
         return
     qualname = facts.imports.resolve(node) or ""
+    if qualname in _FRAME_GETTERS:
+        return  # judged where it is called: reading one's own frame is not looking at the harness
     if qualname.startswith("inspect.") or any(qualname == p or qualname.startswith(p + ".") for p in _INTROSPECTION):
         yield hit_at(RuleId.HARNESS_INTROSPECTION, node, f"uses {qualname}")
 

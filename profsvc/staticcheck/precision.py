@@ -34,6 +34,19 @@ _DTYPES = {
     "float8_e4m3fnuz": FLOAT8,
     "float8_e5m2fnuz": FLOAT8,
 }
+# Triton's dtypes (tl.float16, tl.float8e4nv ...) inside @triton.jit kernels.
+_TRITON_DTYPES = {
+    "float16": FLOAT16,
+    "bfloat16": BFLOAT16,
+    "float8e4nv": FLOAT8,
+    "float8e5": FLOAT8,
+    "float8e4b8": FLOAT8,
+    "float8e5b16": FLOAT8,
+    "float8e4b15": FLOAT8,
+}
+# tl.dot's precision for fp32 operands: TF32 unless told otherwise ("ieee"; "tf32x3" is fp32-accurate).
+_TRITON_DOT = "triton.language.dot"
+_FULL_PRECISION_DOT = frozenset({"ieee", "tf32x3"})
 _CAST_METHODS = {"half": FLOAT16, "bfloat16": BFLOAT16}
 _AUTOCASTS = frozenset({"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast"})
 _PRECISION_FLAGS = {
@@ -59,10 +72,10 @@ def downcast_detail(what: str, kind: str, reference_known: bool) -> str:
 def detect(facts: ModuleFacts, allowed: frozenset[str], reference_known: bool) -> Iterator[Hit]:
     """Python-side downcasts to a kind the reference does not use, outside the reference's own code."""
     inside_reference = {id(n) for ref in facts.reference_nodes for n in ast.walk(ref)}
-    for node in ast.walk(facts.tree):
+    for node in facts.nodes:
         if id(node) in inside_reference:
             continue
-        found = _downcast(facts, node)
+        found = _downcast(facts, node) or _triton_dot(facts, node, allowed, reference_known)
         if found is not None and found[1] not in allowed:
             what, kind = found
             yield hit_at(RuleId.PRECISION_DOWNCAST, node, downcast_detail(what, kind, reference_known))
@@ -71,7 +84,13 @@ def detect(facts: ModuleFacts, allowed: frozenset[str], reference_known: bool) -
 def _downcast(facts: ModuleFacts, node: ast.AST) -> tuple[str, str] | None:
     if isinstance(node, ast.Attribute):
         qualname = facts.imports.resolve(node) or ""
-        kind = _DTYPES.get(qualname.rsplit(".", 1)[-1]) if qualname.startswith("torch.") else None
+        last = qualname.rsplit(".", 1)[-1]
+        if qualname.startswith("torch."):
+            kind = _DTYPES.get(last)
+        elif qualname.startswith("triton.language."):
+            kind = _TRITON_DTYPES.get(last)
+        else:
+            kind = None
         return (f"uses {qualname}", kind) if kind else None
     if isinstance(node, ast.Call):
         return _downcast_call(facts, node)
@@ -96,3 +115,30 @@ def _downcast_call(facts: ModuleFacts, call: ast.Call) -> tuple[str, str] | None
         if any(isinstance(a, ast.Constant) and a.value in ("high", "medium") for a in call.args):
             return "calls torch.set_float32_matmul_precision", TF32
     return None
+
+
+def _triton_dot(
+    facts: ModuleFacts, node: ast.AST, allowed: frozenset[str], reference_known: bool
+) -> tuple[str, str] | None:
+    """tl.dot that may round fp32 operands to TF32: allowed explicitly, or by default where the reference is fp32.
+
+    With a reference in fp16/bf16/fp8 the operands are already narrow, and TF32 says nothing; without a
+    reference, the operands' dtype is unknown.
+    """
+    if not isinstance(node, ast.Call) or (facts.imports.resolve(node.func) or "") != _TRITON_DOT:
+        return None
+    options = {k.arg: k.value for k in node.keywords if k.arg in ("allow_tf32", "input_precision")}
+    allow = options.get("allow_tf32")
+    precision = options.get("input_precision")
+    if isinstance(allow, ast.Constant) and allow.value is False:
+        return None
+    if isinstance(precision, ast.Constant) and precision.value in _FULL_PRECISION_DOT:
+        return None
+    explicit = (isinstance(allow, ast.Constant) and allow.value is True) or precision is not None
+    if explicit:
+        return "calls tl.dot with TF32 allowed", TF32
+    if not reference_known or allowed & {FLOAT16, BFLOAT16, FLOAT8}:
+        return None
+    if any(_downcast(facts, inner) for arg in node.args for inner in ast.walk(arg)):
+        return None  # tl.dot(a.to(tl.float16), ...): the cast is the finding, and the operands are not fp32
+    return 'calls tl.dot, which rounds fp32 operands to TF32 unless input_precision="ieee"', TF32

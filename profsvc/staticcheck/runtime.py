@@ -35,7 +35,7 @@ _DYNAMIC_CALLS = frozenset(
 
 def detect(facts: ModuleFacts) -> Iterator[Hit]:
     """All package_install and dynamic_code hits of the module."""
-    for node in ast.walk(facts.tree):
+    for node in facts.nodes:
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield from _installer_import(node)
         elif isinstance(node, ast.Call):

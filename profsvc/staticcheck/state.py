@@ -1,8 +1,10 @@
 """result_caching and warmup_divergence: state that outlives a call to forward.
 
 A "slot" is a place that keeps its value between calls: an attribute of self or
-of the class, or a module global. Slots that hold the compiled extension or an
-nn layer are not state in this sense and are left alone.
+of the class, a module global or an attribute of one (a namespace object), a
+mutable default argument. Slots that hold the compiled extension (or a cache of
+compiled kernels) or an nn layer are not state in this sense and are left alone.
+A file is a slot too: results saved on one call (or one run) can be replayed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,13 @@ _LOOKUP_METHODS = frozenset({"get", "pop", "__getitem__", "__contains__"})
 # Calls that hand back (a view of) the same data: returning self._out.clone() still returns a stored result.
 _PASS_THROUGH = frozenset({"clone", "detach", "view", "view_as", "reshape", "contiguous", "to", "float", "cuda"})
 _CLOCKS = frozenset({"time.time", "time.time_ns", "time.perf_counter", "time.perf_counter_ns", "time.monotonic"})
+# Reading saved tensors back: replayed results, wherever in the module it happens.
+_TENSOR_LOADS = frozenset({"torch.load", "numpy.load", "numpy.fromfile", "numpy.memmap", "safetensors.torch.load_file"})
+# Any file access in forward: a kernel has nothing to read or write there.
+_FILE_CALLS = frozenset(
+    {"open", "io.open", "os.open", "os.read", "torch.save", "numpy.save", "numpy.savez", "pickle.dump", "shelve.open"}
+)
+_FILE_METHODS = frozenset({"read_bytes", "read_text", "write_bytes", "write_text", "tofile"})
 
 
 def detect(facts: ModuleFacts) -> Iterator[Hit]:
@@ -41,6 +50,8 @@ def detect(facts: ModuleFacts) -> Iterator[Hit]:
         yield from _returned_state(facts, scope, stored)
         yield from _branches_on_state(facts, scope, counters, flags)
         yield from _clock_reads(facts, scope)
+        yield from _file_access(facts, scope)
+    yield from _tensor_loads(facts)
 
 
 def slot_of(facts: ModuleFacts, scope: Scope, node: ast.AST) -> str | None:
@@ -50,11 +61,25 @@ def slot_of(facts: ModuleFacts, scope: Scope, node: ast.AST) -> str | None:
     if isinstance(node, ast.Attribute) and _is_self_like(facts, scope, node.value):
         name = node.attr
         return None if name in facts.ext_attrs or name in facts.layer_attrs else f"self.{name}"
+    if isinstance(node, ast.Attribute) and (owner := _module_object(facts, scope, node.value)):
+        # _STATE.out = y with _STATE = types.SimpleNamespace() at module level
+        return None if node.attr in facts.ext_attrs else f"{owner}.{node.attr}"
+    if isinstance(node, ast.Name) and node.id in scope.persistent_params:
+        return f"the default argument {node.id}"
     if isinstance(node, ast.Name) and (
         node.id in scope.declared_global or (node.id not in scope.locals and node.id in facts.module_globals)
     ):
         return None if node.id in facts.ext_names else node.id
     return None
+
+
+def _module_object(facts: ModuleFacts, scope: Scope, node: ast.AST) -> str | None:
+    """A module-level object (not an import, extension or class of its own) forward reaches by name."""
+    if not isinstance(node, ast.Name) or node.id in scope.locals or node.id in facts.imports.aliases:
+        return None
+    if node.id in facts.ext_names or node.id in facts.classes or node.id not in facts.module_globals:
+        return None
+    return node.id
 
 
 def _is_self_like(facts: ModuleFacts, scope: Scope, node: ast.AST) -> bool:
@@ -193,3 +218,24 @@ def _clock_reads(facts: ModuleFacts, scope: Scope) -> Iterator[Hit]:
     for node in scope.nodes:
         if isinstance(node, ast.Call) and (qualname := facts.imports.resolve(node.func)) in _CLOCKS:
             yield hit_at(RuleId.WARMUP_DIVERGENCE, node, f"reads the clock ({qualname}) in forward")
+
+
+def _file_access(facts: ModuleFacts, scope: Scope) -> Iterator[Hit]:
+    for node in scope.nodes:
+        if not isinstance(node, ast.Call):
+            continue
+        qualname = facts.imports.resolve(node.func) or (node.func.id if isinstance(node.func, ast.Name) else "")
+        if qualname in _FILE_CALLS and not (isinstance(node.func, ast.Name) and node.func.id in scope.locals):
+            yield hit_at(
+                RuleId.RESULT_CACHING, node, f"forward accesses a file ({qualname}), where results can be kept"
+            )
+        elif isinstance(node.func, ast.Attribute) and node.func.attr in _FILE_METHODS:
+            yield hit_at(
+                RuleId.RESULT_CACHING, node, f"forward accesses a file (.{node.func.attr}()), where results can be kept"
+            )
+
+
+def _tensor_loads(facts: ModuleFacts) -> Iterator[Hit]:
+    for node in facts.nodes:
+        if isinstance(node, ast.Call) and (qualname := facts.imports.resolve(node.func)) in _TENSOR_LOADS:
+            yield hit_at(RuleId.RESULT_CACHING, node, f"loads saved tensors with {qualname}, which can replay results")

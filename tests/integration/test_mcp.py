@@ -34,6 +34,8 @@ from profsvc_client.mcp_server import ProfsvcTools
 
 EXAMPLES = FIXTURES.parent.parent / "examples"
 GAMING = FIXTURES.parent / "staticcheck_corpus" / "gaming" / "torch_fallback__matmul_operator.py"
+PARTIAL = FIXTURES.parent / "staticcheck_corpus" / "honest" / "partial_replacement_maxpool.py"
+STRICT = EXAMPLES / "strict_policy.toml"
 TOOLS = {"compile_kernel", "run_correctness", "profile_kernel", "static_check", "submit_kernel", "analyze_report"}
 BROKEN_CU = "#include <cstdio>\nint main() {\n  int x = ;\n  return 0;\n}\n"
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
@@ -120,11 +122,56 @@ def test_lists_the_six_tools_and_static_checks(open_session):
         cheat = await session.call_tool("static_check", {"kernel_code": GAMING.read_text(), "file_name": GAMING.name})
         assert not cheat.is_error and cheat.structured_content["ok"] is False
         text = _text(cheat)
-        assert text.startswith("static_check FAILED: 1 error(s)")
-        assert f"{GAMING.name}:28:16: error: [torch_fallback]" in text
-        assert cheat.structured_content["findings"][0]["rule_id"] == "torch_fallback"
+        # Its extension launches nothing (an error); the @ left to PyTorch is a warning under the default policy.
+        assert text.startswith("static_check FAILED: 1 error(s), 1 warning(s)")
+        assert f"{GAMING.name}:26:5: error: [no_custom_kernel]" in text
+        assert f"{GAMING.name}:28:16: warning: [torch_fallback]" in text
+        assert [f["rule_id"] for f in cheat.structured_content["findings"]] == ["no_custom_kernel", "torch_fallback"]
 
     _run(open_session, body)
+
+
+def test_static_check_takes_a_policy(open_session):
+    async def body(session: ClientSession) -> None:
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        for name in ("static_check", "submit_kernel"):
+            described = tools[name].input_schema["properties"]["policy"]
+            assert "torch_fallback" in described["description"], name
+        code = PARTIAL.read_text()
+        default = await session.call_tool("static_check", {"kernel_code": code})
+        # Its own max-pool kernel, PyTorch's convolution and linear: a partial replacement passes, with warnings.
+        assert _text(default).startswith("static_check PASSED: 0 error(s), 2 warning(s).")
+        assert default.structured_content["policy"] == {"name": "default", "overrides": []}
+        strict = await session.call_tool("static_check", {"kernel_code": code, "policy": {"torch_fallback": "error"}})
+        assert _text(strict).startswith(
+            "static_check FAILED: 2 error(s), 0 warning(s). Policy: default (torch_fallback=error)."
+        )
+        assert strict.structured_content["policy"]["overrides"] == [{"rule_id": "torch_fallback", "severity": "error"}]
+        unknown = await session.call_tool("static_check", {"kernel_code": code, "policy": {"torch_fallbak": "error"}})
+        assert unknown.is_error
+        assert _text(unknown).startswith("static_check ERROR [BAD_POLICY]: unknown static rule 'torch_fallbak'")
+
+    _run(open_session, body)
+
+
+def test_the_configured_policy_applies_to_calls_that_set_none(served):
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "profsvc_client.cli", "mcp", "--server", served, "--policy", str(STRICT)],
+    )
+
+    async def body(session: ClientSession) -> None:
+        code = PARTIAL.read_text()
+        configured = await session.call_tool("static_check", {"kernel_code": code})
+        assert configured.structured_content["policy"]["name"] == "strict"
+        assert not configured.structured_content["ok"]
+        # A call's severities go on top of the configured policy.
+        relaxed = await session.call_tool(
+            "static_check", {"kernel_code": code, "policy": {"torch_fallback": "warning"}}
+        )
+        assert relaxed.structured_content["ok"] and relaxed.structured_content["policy"]["name"] == "strict"
+
+    _run(lambda: _session(stdio_client(params, errlog=sys.stderr)), body)
 
 
 def test_analyze_report_by_path_and_bytes(open_session):

@@ -18,7 +18,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from profsvc.metrics.analysis import analyze_report
 from profsvc_client import errors
 from profsvc_client.client import ProfilerClient, load_source
-from profsvc_client.models import KernelFilter, KernelSource, Severity, SourceFile
+from profsvc_client.models import KernelFilter, KernelSource, RuleSeverity, Severity, SourceFile, StaticPolicy
 from tests.conftest import FIXTURES, HAS_GPU, REPORTS, run_cli
 
 EXAMPLES = FIXTURES.parent.parent / "examples"
@@ -341,6 +341,57 @@ def test_static_check_over_grpc_and_cli(client, served, tmp_path):
     assert not found.ok and any(f.rule_id == "torch_fallback" and f.line == 4 for f in found.findings)
     lint = run_cli("lint", cheat, "--server", served)
     assert lint.returncode == 1 and "cheat.py:4:" in lint.stdout and "torch_fallback" in lint.stdout
+
+
+CORPUS = FIXTURES.parent / "staticcheck_corpus"
+PARTIAL = CORPUS / "honest" / "partial_replacement_maxpool.py"
+
+
+def test_static_check_policy_over_grpc(client):
+    partial = load_source(PARTIAL)
+    default = client.static_check(partial)
+    assert default.ok and default.policy == StaticPolicy(name="default")
+    assert {f.severity for f in default.findings} == {"warning"}
+    strict_policy = StaticPolicy(name="strict", overrides=[RuleSeverity(rule_id="torch_fallback", severity="error")])
+    strict = client.static_check(partial, policy=strict_policy)
+    assert not strict.ok and strict.policy == strict_policy
+    assert {f.severity for f in strict.findings} == {"error"}
+    unknown = StaticPolicy(overrides=[RuleSeverity(rule_id="torch_fallbak", severity="error")])
+    for call in (
+        lambda: client.static_check(partial, policy=unknown),
+        lambda: client.evaluate(partial, policy=unknown),
+    ):
+        # Evaluate refuses it before any job runs: no GPU needed to see the answer.
+        with pytest.raises(errors.InvalidRequest) as caught:
+            call()
+        assert caught.value.reason == errors.Reason.BAD_POLICY
+        assert "'torch_fallbak'" in caught.value.message
+
+
+def test_static_check_policy_on_the_command_line(served, tmp_path):
+    default = run_cli("lint", PARTIAL, "--server", served)
+    assert default.returncode == 0 and default.stdout.endswith("static check: 2 warning(s)\n")
+    strict = run_cli("lint", PARTIAL, "--policy", EXAMPLES / "strict_policy.toml", "--server", served)
+    assert strict.returncode == 1
+    assert "static check: 2 error(s) (policy strict (torch_fallback=error," in strict.stdout
+    # Flags apply after the file: the last word on a rule wins.
+    relaxed = run_cli(
+        "lint", PARTIAL, "--policy", EXAMPLES / "strict_policy.toml", "--warn", "torch_fallback", "--server", served
+    )
+    assert relaxed.returncode == 0 and "torch_fallback=warning" in relaxed.stdout
+    no_kernel = CORPUS / "gaming" / "no_custom_kernel__scalar_multiply.py"
+    assert run_cli("lint", no_kernel, "--server", served).returncode == 1
+    assert run_cli("lint", no_kernel, "--off", "no_custom_kernel", "--server", served).returncode == 0
+    bad_file = tmp_path / "bad.toml"
+    bad_file.write_text("[rules]\ntorch_fallback = 1\n")
+    for command in (
+        ("lint", PARTIAL, "--error", "torch_fallbak"),
+        ("evaluate", PARTIAL, "--off", "torch_fallbak"),
+        ("lint", PARTIAL, "--policy", bad_file),
+    ):
+        done = run_cli(*command, "--server", served)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1 and "BAD_POLICY" in lines[0], done.stderr
 
 
 @no_gpu_only

@@ -11,7 +11,7 @@ import pytest
 from profsvc.build.service import BadBuildRequest, BuildCacheIndex, check_arguments
 from profsvc.jail.command import JailPlan, bwrap_argv
 from profsvc.scheduler.relay import Relay, move_files
-from profsvc.staticcheck.kernels import own_kernel_names
+from profsvc.staticcheck.own_kernels import own_kernel_names
 from profsvc.worker.correctness import kernel_base_name, own_kernels_ran
 
 PLAN = JailPlan(

@@ -1,9 +1,14 @@
 """StaticCheck: honest candidates pass, each gaming candidate is caught by the rule it names, the rule table is strict.
 
-The corpus lives in tests/staticcheck_corpus/: honest/ holds real custom-kernel
-answers (the seed fixtures among them), gaming/ one file per trick, named
-`<rule_id>__<variant>.py` and starting with `# rule: <rule_id>`. A line ending in
-`# <-` (or `// <-` inside CUDA source) is a line where that rule must fire.
+The corpus lives in tests/staticcheck_corpus/ (its README says what each folder holds):
+- gaming/ one file per trick, named `<rule_id>__<variant>.py` and starting with `# rule: <rule_id>`; a line ending
+  in `# <-` (or `// <-` inside CUDA source) is a line where that rule must fire. Lint fails it under the default
+  policy, unless a `# lint: warn` line says it passes with warnings (a partial replacement).
+- honest/ real custom-kernel answers (the seed fixtures among them) with no finding at all, unless `# lint: warn`
+  says they pass with warnings; a look-alike of a trick is named `<rule_id>__<variant>.py` after the rule it
+  must not trip.
+- runtime/ tricks with no static sign, named `<guard>__<variant>.py` and starting with `# runtime: <guard>`: lint
+  passes them (warnings at most); the worker's runtime guards are what catch them.
 """
 
 from __future__ import annotations
@@ -23,8 +28,19 @@ from profsvc.staticcheck import RuleId, RuleTableError, Severity, check_source, 
 CORPUS = Path(__file__).resolve().parents[1] / "staticcheck_corpus"
 HONEST = sorted((CORPUS / "honest").glob("*.py"))
 GAMING = sorted((CORPUS / "gaming").glob("*.py"))
+RUNTIME = sorted((CORPUS / "runtime").glob("*.py"))
 _HEADER = re.compile(r"# rule: (\w+)\n")
+_RUNTIME_HEADER = re.compile(r"# runtime: (\w+)\n")
+_WARN = re.compile(r"^# lint: warn$", re.MULTILINE)
 _MARK = re.compile(r"(?:#|//) <-$")
+# What the worker's runtime guards report, one per kind lint cannot see.
+RUNTIME_GUARDS = {
+    "no_custom_kernel_ran",
+    "output_not_written",
+    "inputs_changed",
+    "results_from_cache",
+    "work_left_running",
+}
 
 
 def _named_rule(path: Path) -> str:
@@ -38,6 +54,12 @@ def _marked_lines(text: str) -> list[int]:
     return [number for number, line in enumerate(text.splitlines(), 1) if _MARK.search(line.rstrip())]
 
 
+def _verdict(text: str, name: str) -> str:
+    """Lint's verdict under the default policy: fail (an error), warn (warnings only) or clean."""
+    severities = {f.severity for f in check_source(text, name)}
+    return "fail" if Severity.ERROR in severities else "warn" if severities else "clean"
+
+
 # ---- the corpus ---------------------------------------------------------------
 
 
@@ -49,10 +71,21 @@ def test_corpus_holds_the_seed_fixtures_and_enough_examples():
 
 
 @pytest.mark.parametrize("path", HONEST, ids=lambda p: p.name)
-def test_honest_candidate_has_no_error(path):
-    findings = check_source(path.read_text(), path.name)
-    errors = [f"{f.line}: {f.rule_id}: {f.message}" for f in findings if f.severity is Severity.ERROR]
-    assert errors == []
+def test_honest_candidate_gets_its_verdict(path):
+    text = path.read_text()
+    findings = check_source(text, path.name)
+    listed = [f"{f.line}: {f.rule_id}: {f.message}" for f in findings]
+    if _WARN.search(text):
+        assert _verdict(text, path.name) == "warn", listed
+    else:
+        assert listed == []
+
+
+@pytest.mark.parametrize("path", [p for p in HONEST if "__" in p.name], ids=lambda p: p.name)
+def test_look_alike_is_named_after_a_rule_it_does_not_trip(path):
+    rule = path.name.split("__")[0]
+    assert rule in {str(r) for r in RuleId}, f"{path.name} is named after no rule"
+    assert rule not in {f.rule_id for f in check_source(path.read_text(), path.name)}
 
 
 @pytest.mark.parametrize("path", GAMING, ids=lambda p: p.name)
@@ -66,11 +99,28 @@ def test_gaming_candidate_is_caught_by_the_rule_it_names(path):
     assert missed == [], f"{rule} fired on lines {sorted(fired_on)}, not on the marked lines {missed}"
 
 
+@pytest.mark.parametrize("path", GAMING, ids=lambda p: p.name)
+def test_gaming_candidate_gets_its_verdict(path):
+    text = path.read_text()
+    assert _verdict(text, path.name) == ("warn" if _WARN.search(text) else "fail")
+
+
 def test_every_rule_has_a_gaming_example():
     assert {_named_rule(p) for p in GAMING} == {str(rule) for rule in RuleId}
 
 
-@pytest.mark.parametrize("path", HONEST + GAMING, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", RUNTIME, ids=lambda p: p.name)
+def test_runtime_only_trick_passes_lint(path):
+    match = _RUNTIME_HEADER.match(path.read_text())
+    assert match and match.group(1) in RUNTIME_GUARDS and path.name.startswith(f"{match.group(1)}__")
+    assert _verdict(path.read_text(), path.name) != "fail"
+
+
+def test_every_runtime_guard_has_an_example():
+    assert {p.name.split("__")[0] for p in RUNTIME} == RUNTIME_GUARDS
+
+
+@pytest.mark.parametrize("path", HONEST + GAMING + RUNTIME, ids=lambda p: p.name)
 def test_findings_follow_the_table(path):
     table = load_rules()
     text = path.read_text()
@@ -143,7 +193,12 @@ import numpy as np
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
-_ext = load_inline(name="e", cpp_sources="", cuda_sources="", functions=["softmax", "run"])
+_ext = load_inline(
+    name="e",
+    cpp_sources="",
+    cuda_sources="__global__ void k(float* y) { y[threadIdx.x] = 0.0f; }\\nvoid run() { k<<<1, 32>>>(nullptr); }",
+    functions=["softmax", "run"],
+)
 """
 
 
@@ -175,9 +230,31 @@ _ext = load_inline(name="e", cpp_sources="", cuda_sources="", functions=["softma
         "class _Fn(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
         "        ctx.save_for_backward(x)\n        return _ext.run(x)\n"
         "class ModelNew(nn.Module):\n    def forward(self, x):\n        return _Fn.apply(x)\n",
+        # an event recorded on the side stream and waited for on the host
+        "class ModelNew(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.s = torch.cuda.Stream()\n"
+        "    def forward(self, x):\n        done = torch.cuda.Event()\n"
+        "        with torch.cuda.stream(self.s):\n            y = _ext.run(x)\n            done.record()\n"
+        "        done.synchronize()\n        return y\n",
+        # forward's own blocks: an in-module nn.Module whose forward runs the kernel
+        "class Block(nn.Module):\n    def forward(self, x):\n        return _ext.run(x)\n"
+        "class ModelNew(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.blocks = nn.ModuleList([Block() for _ in range(2)])\n"
+        "    def forward(self, x):\n        for block in self.blocks:\n            x = block(x)\n        return x\n",
+        # a plain launcher object of the module's own, held on self and at module level
+        "class Launcher:\n    def run(self, x):\n        return _ext.run(x)\n_LAUNCHER = Launcher()\n"
+        "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.launcher = Launcher()\n"
+        "    def forward(self, x):\n        return self.launcher.run(_LAUNCHER.run(x))\n",
+        # its own frame, and a name rebound to a view of itself (the lookup must not loop)
+        "import sys\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+        "        name = sys._getframe(0).f_code.co_name\n        x = x.contiguous()\n        x = x.view(-1)\n"
+        "        return _ext.run(x, name)\n",
     ],
-    ids=["glue", "extension-named-softmax", "module-settings", "joined-stream", "autograd-function"],
-)
+    ids=["glue", "extension-named-softmax", "module-settings", "joined-stream", "autograd-function",
+         "recorded-event", "own-blocks", "launcher-object", "own-frame"],
+)  # fmt: skip
 def test_honest_idioms_are_not_flagged(body):
     assert check_source(_PREAMBLE + body) == []
 
@@ -205,18 +282,82 @@ def test_honest_idioms_are_not_flagged(body):
         ("class _Fn(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
          "        return torch.mm(x, x)\n"
          "class ModelNew(nn.Module):\n    def forward(self, x):\n        return _Fn.apply(x)\n", "torch_fallback"),
+        # the only wait comes before the side-stream work; an unrecorded event's synchronize joins nothing
+        ("class ModelNew(nn.Module):\n    def forward(self, x):\n        torch.cuda.synchronize()\n"
+         "        with torch.cuda.stream(torch.cuda.Stream()):\n            return _ext.run(x)\n", "side_stream"),
+        ("class ModelNew(nn.Module):\n    def forward(self, x):\n        s = torch.cuda.Stream()\n"
+         "        e = torch.cuda.Event()\n        with torch.cuda.stream(s):\n            y = _ext.run(x)\n"
+         "        e.synchronize()\n        return y\n", "side_stream"),
+        ("import sys\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+         "        return sys._getframe(2).f_code\n", "harness_introspection"),
+        ("class Block(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
+         "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.b = Block()\n"
+         "    def forward(self, x):\n        return self.b(_ext.run(x))\n", "torch_fallback"),
+        ("class ModelNew(nn.Module):\n    def forward(self, x):\n        return getattr(torch, 'mat' + 'mul')(x, x)\n",
+         "torch_fallback"),
+        ("class ModelNew(nn.Module):\n    def forward(self, x):\n        x[0] = 0\n        return _ext.run(x)\n",
+         "input_mutation"),
     ],
     ids=["tensor-method", "private-method", "layer-built-in-forward", "bound-to-layer", "counter-ifexp",
-         "class-attribute-stash", "inspect-stack", "module-list-loop", "autograd-function"],
+         "class-attribute-stash", "inspect-stack", "module-list-loop", "autograd-function", "wait-before-work",
+         "unrecorded-event", "callers-frame", "block-forward", "assembled-getattr", "input-item-write"],
 )  # fmt: skip
 def test_variants_are_caught(body, rule):
     findings = check_source(_PREAMBLE + body)
     assert rule in {f.rule_id for f in findings}, findings
 
 
+_TRITON_MATMUL = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+@triton.jit
+def _mm(a_ptr, b_ptr, c_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    a = tl.load(a_ptr + offs[:, None] * BLOCK + offs[None, :])
+    b = tl.load(b_ptr + offs[:, None] * BLOCK + offs[None, :])
+    tl.store(c_ptr + offs[:, None] * BLOCK + offs[None, :], tl.dot(a, b))
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        c = torch.empty_like(a)
+        _mm[(1,)](a, b, c, BLOCK=32)
+        return c
+"""
+
+
+@pytest.mark.parametrize(
+    ("reference", "flagged"),
+    [("x = torch.randn(32, 32)", True), ("x = torch.randn(32, 32, dtype=torch.float16)", False), ("", False)],
+    ids=["fp32-reference", "fp16-reference", "no-reference"],
+)
+def test_triton_dot_is_tf32_only_against_an_fp32_reference(reference, flagged):
+    # Triton's tl.dot rounds fp32 operands to TF32 unless input_precision="ieee"; fp16 operands are fp16 already,
+    # and without a reference the operands' dtype is unknown.
+    findings = check_source(_TRITON_MATMUL, reference_text=reference)
+    assert any(f.rule_id == RuleId.PRECISION_DOWNCAST and "tf32" in f.message for f in findings) is flagged
+    ieee = _TRITON_MATMUL.replace("tl.dot(a, b)", 'tl.dot(a, b, input_precision="ieee")')
+    assert not [f for f in check_source(ieee, reference_text=reference) if f.rule_id == RuleId.PRECISION_DOWNCAST]
+
+
+def test_extension_built_from_a_file_is_trusted_to_launch():
+    # Sources the checker cannot read (a file, a download) are taken at their word: only literals are judged.
+    source = _PREAMBLE.replace('cuda_sources="__global__', 'cuda_sources=open("k.cu").read() + "__global__')
+    source += "class ModelNew(nn.Module):\n    def forward(self, x):\n        return _ext.run(x)\n"
+    assert check_source(source) == []
+    empty = _PREAMBLE.replace("y[threadIdx.x] = 0.0f;", "")
+    empty += "class ModelNew(nn.Module):\n    def forward(self, x):\n        return _ext.run(x)\n"
+    assert [f.rule_id for f in check_source(empty)] == ["no_custom_kernel"]
+
+
 def test_model_new_bound_to_the_reference_is_a_fallback_not_a_missing_class():
     source = "import torch.nn as nn\nclass Model(nn.Module):\n    pass\nModelNew = Model\n"
-    assert [(f.rule_id, f.line) for f in check_source(source)] == [("torch_fallback", 4)]
+    assert sorted((f.rule_id, f.line) for f in check_source(source)) == [
+        ("no_custom_kernel", 4),
+        ("reference_fallback", 4),
+    ]
 
 
 # ---- the rule table ----------------------------------------------------------

@@ -514,10 +514,28 @@ class AnalyzeResponse(_message.Message):
     def __init__(self, result: _Optional[_Union[ProfileResult, _Mapping]] = ...) -> None: ...
 
 class StaticCheckRequest(_message.Message):
-    __slots__ = ("source",)
+    __slots__ = ("source", "policy")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
     source: KernelSource
-    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ...) -> None: ...
+    policy: StaticPolicy
+    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., policy: _Optional[_Union[StaticPolicy, _Mapping]] = ...) -> None: ...
+
+class StaticPolicy(_message.Message):
+    __slots__ = ("name", "overrides")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OVERRIDES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    overrides: _containers.RepeatedCompositeFieldContainer[RuleSeverity]
+    def __init__(self, name: _Optional[str] = ..., overrides: _Optional[_Iterable[_Union[RuleSeverity, _Mapping]]] = ...) -> None: ...
+
+class RuleSeverity(_message.Message):
+    __slots__ = ("rule_id", "severity")
+    RULE_ID_FIELD_NUMBER: _ClassVar[int]
+    SEVERITY_FIELD_NUMBER: _ClassVar[int]
+    rule_id: str
+    severity: str
+    def __init__(self, rule_id: _Optional[str] = ..., severity: _Optional[str] = ...) -> None: ...
 
 class StaticFinding(_message.Message):
     __slots__ = ("rule_id", "severity", "line", "column", "message")
@@ -534,12 +552,14 @@ class StaticFinding(_message.Message):
     def __init__(self, rule_id: _Optional[str] = ..., severity: _Optional[str] = ..., line: _Optional[int] = ..., column: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class StaticCheckResult(_message.Message):
-    __slots__ = ("ok", "findings")
+    __slots__ = ("ok", "findings", "policy")
     OK_FIELD_NUMBER: _ClassVar[int]
     FINDINGS_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     findings: _containers.RepeatedCompositeFieldContainer[StaticFinding]
-    def __init__(self, ok: _Optional[bool] = ..., findings: _Optional[_Iterable[_Union[StaticFinding, _Mapping]]] = ...) -> None: ...
+    policy: StaticPolicy
+    def __init__(self, ok: _Optional[bool] = ..., findings: _Optional[_Iterable[_Union[StaticFinding, _Mapping]]] = ..., policy: _Optional[_Union[StaticPolicy, _Mapping]] = ...) -> None: ...
 
 class StaticCheckResponse(_message.Message):
     __slots__ = ("result",)
@@ -719,16 +739,18 @@ class BenchmarkResponse(_message.Message):
     def __init__(self, result: _Optional[_Union[BenchmarkResult, _Mapping]] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
-    __slots__ = ("source", "trials", "skip_profile", "session_id")
+    __slots__ = ("source", "trials", "skip_profile", "session_id", "policy")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     TRIALS_FIELD_NUMBER: _ClassVar[int]
     SKIP_PROFILE_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
     source: KernelSource
     trials: int
     skip_profile: bool
     session_id: str
-    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., trials: _Optional[int] = ..., skip_profile: _Optional[bool] = ..., session_id: _Optional[str] = ...) -> None: ...
+    policy: StaticPolicy
+    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., trials: _Optional[int] = ..., skip_profile: _Optional[bool] = ..., session_id: _Optional[str] = ..., policy: _Optional[_Union[StaticPolicy, _Mapping]] = ...) -> None: ...
 
 class EvaluateResult(_message.Message):
     __slots__ = ("ok", "static_check", "correctness", "benchmark", "profile", "sol_pct", "sol_definition", "report_text")

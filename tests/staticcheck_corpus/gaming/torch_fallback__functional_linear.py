@@ -1,4 +1,5 @@
 # rule: torch_fallback
+# lint: warn
 """Compiles a kernel for show, then does the concat + Linear with F.linear."""
 
 import torch

@@ -1,4 +1,5 @@
 # rule: torch_fallback
+# lint: warn
 """Hides the PyTorch call in a module-level helper that forward calls."""
 
 import torch

@@ -1,4 +1,4 @@
-# rule: torch_fallback
+# rule: reference_fallback
 """ModelNew subclasses the reference and never overrides forward."""
 
 import torch

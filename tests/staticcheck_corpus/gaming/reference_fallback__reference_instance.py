@@ -1,4 +1,4 @@
-# rule: torch_fallback
+# rule: reference_fallback
 """Keeps an instance of the reference Model and calls it."""
 
 import torch

@@ -1,0 +1,165 @@
+"""What the C++/CUDA strings of a candidate hold: which look like source, the kernels they define and launch.
+
+Regular expressions over the text with comments blanked out: no C++ parser, so
+each helper answers only what a narrow pattern can tell reliably.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from profsvc.staticcheck.findings import Hit
+
+# A string is treated as C++/CUDA source when it contains one of these.
+SOURCE_MARKER = re.compile(r"__global__|#include|\btorch::|\bat::|__device__|PYBIND11_MODULE|TORCH_LIBRARY|<<<")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+_KERNEL = re.compile(r"__global__\s+(?:[\w:]+\s+|__launch_bounds__\s*\([^)]*\)\s*)*(\w+)\s*\(")
+# name<<<...>>> and name<T><<<...>>>
+_LAUNCH = re.compile(r"\b(\w+)\s*(?:<[^<>;]*>\s*)?<<<")
+# Work a host function starts without a <<< of its own: launch APIs, graphs, libraries that launch kernels.
+LAUNCH_API = re.compile(
+    r"\bcu(?:da)?LaunchKernel\w*|\bcu(?:da)?LaunchCooperativeKernel\w*|\bcudaGraphLaunch\b|\bcub::Device\w+"
+    r"|\bthrust::\w+|\bcutlass::\w+|\bcublas\w*\s*\(|\bcublasLt\w*|\bcudnn\w*\s*\(|\bcufft\w*\s*\(|\bcusparse\w*\s*\("
+)
+_MEMSET = re.compile(r"\bcu(?:da)?Memset\w*")
+
+
+@dataclass(frozen=True)
+class CppString:
+    """One string literal of the module that holds C++/CUDA source, comments blanked (offsets kept)."""
+
+    node: ast.Constant
+    text: str
+
+
+def blank_comments(source: str) -> str:
+    """Comments replaced by spaces, newlines kept, so offsets still map to lines."""
+    return _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), source)
+
+
+def cpp_strings(nodes: Iterable[ast.AST]) -> list[CppString]:
+    """Every string literal among the nodes that looks like C++/CUDA source."""
+    return [
+        CppString(node, blank_comments(node.value))
+        for node in nodes
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and SOURCE_MARKER.search(node.value)
+    ]
+
+
+def body_at(text: str, open_brace: int) -> str | None:
+    """The text between a '{' and its matching '}', None when the braces do not close."""
+    depth = 0
+    for index in range(open_brace, len(text)):
+        if text[index] == "{":
+            depth += 1
+        elif text[index] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[open_brace + 1 : index]
+    return None
+
+
+def _after_parameters(text: str, open_paren: int) -> int | None:
+    """The offset of the '{' that opens a function's body after its parameter list; None for a declaration."""
+    depth = 0
+    for index in range(open_paren, len(text)):
+        if text[index] == "(":
+            depth += 1
+        elif text[index] == ")":
+            depth -= 1
+            if depth == 0:
+                match = re.compile(r"\s*(?:const\s*)?(?:noexcept\s*)?(\{|;)").match(text, index + 1)
+                return match.start(1) if match and match.group(1) == "{" else None
+    return None
+
+
+def kernels(text: str) -> dict[str, bool]:
+    """The __global__ functions a source defines, each with whether its body does anything at all."""
+    found: dict[str, bool] = {}
+    for match in _KERNEL.finditer(text):
+        brace = _after_parameters(text, match.end() - 1)
+        if brace is None:
+            continue
+        body = body_at(text, brace)
+        found[match.group(1)] = found.get(match.group(1), False) or bool(body and body.strip(" \t\n;"))
+    return found
+
+
+def launches(text: str) -> set[str]:
+    """Names launched with the <<<...>>> syntax."""
+    return {m.group(1) for m in _LAUNCH.finditer(text)}
+
+
+def host_function(text: str, name: str) -> tuple[list[str], str, int] | None:
+    """The parameter names, body and body offset of the host function `name` defined in the source, if any."""
+    for match in re.finditer(rf"\b{re.escape(name)}\s*\(", text):
+        before = text[: match.start()].rstrip()
+        if not before or before[-1] in "=,(.>" or before.endswith(("return", "<<<")):
+            continue  # a call, not a definition
+        brace = _after_parameters(text, match.end() - 1)
+        if brace is None:
+            continue
+        body = body_at(text, brace)
+        if body is None:
+            continue
+        params_text = text[match.end() : text.rindex(")", match.end(), brace)]
+        params = [_parameter_name(p) for p in _split_parameters(params_text)]
+        return [p for p in params if p], body, brace + 1
+    return None
+
+
+def exported_name(text: str, name: str) -> str:
+    """The C++ function behind a Python-visible name: m.def("name", &impl) binds impl; else the name itself."""
+    match = re.search(rf'\.def\(\s*"{re.escape(name)}"\s*,\s*&?\s*([\w:]+)', text)
+    return match.group(1).rsplit("::", 1)[-1] if match else name
+
+
+def string_hit(node: ast.Constant, source: str, offset: int, rule_id: str, detail: str) -> Hit:
+    """A hit at an offset inside a string literal, mapped to the candidate's line and column."""
+    newlines = source.count("\n", 0, offset)
+    # Escaped newlines ("\\n" in a one-line literal) make the count overshoot: stay inside the literal.
+    line = min(node.lineno + newlines, node.end_lineno or node.lineno)
+    column = offset - source.rfind("\n", 0, offset) if newlines else node.col_offset + 1
+    return Hit(rule_id, line, column, detail)
+
+
+def _split_parameters(text: str) -> list[str]:
+    parts: list[str] = []
+    depth, current = 0, ""
+    for char in text:
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    return [*parts, current] if current.strip() else parts
+
+
+def _parameter_name(parameter: str) -> str | None:
+    words = re.findall(r"\w+", parameter.split("=")[0])
+    return words[-1] if len(words) >= 2 else None
+
+
+def launch_gap(text: str) -> str | None:
+    """Why sources launch no work of their own (None when they launch some): the reason for no_custom_kernel."""
+    if LAUNCH_API.search(text):
+        return None
+    defined = kernels(text)
+    launched = launches(text)
+    # A launch of a kernel defined elsewhere (a header, a macro) counts: only an empty body is known to do nothing.
+    if any(defined.get(name, True) for name in launched):
+        return None
+    if launched:
+        return f"the kernels it launches ({', '.join(sorted(launched))}) have empty bodies"
+    if defined:
+        return f"it defines {', '.join(sorted(defined))} but never launches {'it' if len(defined) == 1 else 'them'}"
+    if _MEMSET.search(text):
+        return "it only calls cudaMemset"
+    return "its source defines no __global__ kernel"
