@@ -120,7 +120,7 @@ def translate_error(error: grpc.RpcError) -> errors.ProfsvcError:
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED and (message or "").startswith("CLIENT: Sent message larger"):
         # Refused by this client before sending (the message limit), not a full queue on the server.
         return over_message_limit("the request")
-    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and (message or "").startswith("Received message larger"):
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and (message or "").startswith("SERVER: Received message larger"):
         # Refused by the server's receive limit (grpc's own message, no reason code), not a full queue.
         message = f"the request is too large for the server: {message}"
         return errors.InvalidRequest(message, errors.Reason.SOURCE_TOO_LARGE)

@@ -257,7 +257,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         async def call() -> pb.AnalyzeResponse:
             first = await anext(requests, None)
             if first is None:
-                raise InvalidRequest("the upload carried no message", Reason.EMPTY_SOURCE)
+                raise InvalidRequest("the upload ended before its first message arrived", Reason.EMPTY_SOURCE)
             # Everything the first message says is checked before the rest of the upload is read.
             filename = validate_upload_name(first.filename)
             kernel_filter = validate_filter(_request_model(first.filter, KernelFilter), self.config.limits)
