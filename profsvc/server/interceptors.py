@@ -11,7 +11,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from profsvc.server.handlers import same_shape
-from profsvc.server.status import new_request_id, to_status
+from profsvc.server.status import new_request_id, status_for_exception
 from profsvc.telemetry import REQUEST_ID, Telemetry
 from profsvc_client.errors import InvalidRequest, Reason
 
@@ -35,7 +35,7 @@ def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], 
 
 async def _refuse_malformed(context: grpc.aio.ServicerContext, method: str) -> None:
     error = InvalidRequest(f"the {method} request does not decode as its protobuf message", Reason.BAD_ARGUMENT)
-    await context.abort_with_status(to_status(error, REQUEST_ID.get()))
+    await context.abort_with_status(status_for_exception(error, REQUEST_ID.get(), method))
 
 
 async def _checked(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext, method: str) -> AsyncIterator[Any]:
