@@ -592,7 +592,7 @@ class Scheduler:
             # folder of its own, apart from the charts written beside the job.
             path = job.workspace / "upload" / _upload_name(filename)
             path.parent.mkdir()
-            upload.replace(path)
+            shutil.move(upload, path)
             job.report(Stage.PARSING, f"reading {path.name}")
             try:
                 analysis = await self._analyze_file(job, path, kernel_filter)
