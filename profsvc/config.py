@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+from profsvc_client.errors import InvalidRequest
+from profsvc_client.settings import checked_token
+
+_IDENTITY = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 
 
 def default_state_dir() -> Path:
@@ -26,6 +32,7 @@ class Limits(BaseModel):
     max_source_bytes: int = Field(default=1024 * 1024, gt=0, description="largest source file accepted")
     max_report_bytes: int = Field(default=200 * 1024 * 1024, gt=0, description="largest uploaded .ncu-rep")
     max_nvcc_flags: int = Field(default=32, ge=0)
+    max_nvtx_includes: int = Field(default=32, ge=0, description="most NVTX ranges one kernel filter may name")
     max_launches: int = Field(default=64, gt=0, description="most launches one Profile may profile")
     max_trials: int = Field(default=50, gt=0, description="most correctness trials one request may ask for")
     max_timed_calls: int = Field(default=2000, gt=0, description="most timed calls per model one request may ask for")
@@ -41,8 +48,11 @@ class Security(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    token: SecretStr | None = Field(default=None, description="bearer token every call must carry")
-    token_file: Path | None = Field(default=None, description="where the token was read (hidden from jobs)")
+    tokens: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="bearer tokens by the name of the identity each stands for; with none, calls need no token",
+    )
+    token_file: Path | None = Field(default=None, description="where the tokens were read (hidden from jobs)")
     tls_cert: Path | None = Field(default=None, description="PEM certificate chain to serve TLS with")
     tls_key: Path | None = Field(default=None, description="PEM private key of tls_cert")
     insecure: bool = Field(default=False, description="allow a non-loopback address without a token")
@@ -52,6 +62,64 @@ class Security(BaseModel):
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("TLS needs both a certificate and its key")
         return self
+
+    @model_validator(mode="after")
+    def _distinct_tokens(self) -> Security:
+        for name in self.tokens:
+            if not _IDENTITY.match(name):
+                raise ValueError(f"identity name {name!r} is not allowed (1 to 64 of letters, digits, _ . @ -)")
+        secrets = [token.get_secret_value() for token in self.tokens.values()]
+        if len(set(secrets)) != len(secrets):
+            raise ValueError("two identities have the same token")
+        return self
+
+
+def read_tokens(path: Path) -> dict[str, SecretStr]:
+    """The server's token file: one token a line, optionally `name:token`; each line is an identity of its own.
+
+    Blank lines and lines starting with # are skipped. A line without a name is named `token-<line number>`.
+    """
+    try:
+        text = path.expanduser().read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InvalidRequest(f"the token file {path} is not UTF-8 text") from None
+    tokens: dict[str, SecretStr] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, token = line.partition(":")
+        if not sep:
+            name, token = f"token-{number}", line
+        if not _IDENTITY.match(name):
+            raise InvalidRequest(
+                f"the token file {path}, line {number}: the name {name[:64]!r} is not allowed"
+                " (1 to 64 of letters, digits, _ . @ -)"
+            )
+        if name in tokens:
+            raise InvalidRequest(f"the token file {path}, line {number}: the name {name!r} is there twice")
+        if any(token == other.get_secret_value() for other in tokens.values()):
+            raise InvalidRequest(f"the token file {path}, line {number}: the same token is on an earlier line")
+        tokens[name] = SecretStr(checked_token(token, f"{path}, line {number},"))
+    if not tokens:
+        raise InvalidRequest(f"the token file {path} holds no token (one a line, optionally name:token)")
+    return tokens
+
+
+class Transport(BaseModel):
+    """gRPC's limits on connections and messages: what one client may hold of the server."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_concurrent_streams: int = Field(default=64, gt=0, description="calls in flight on one connection")
+    keepalive_s: float = Field(default=60.0, gt=0, description="ping a connection quiet this long")
+    keepalive_timeout_s: float = Field(default=20.0, gt=0, description="close it when the ping gets no answer")
+    max_connection_idle_s: float = Field(default=900.0, gt=0, description="close a connection without calls")
+    max_connection_age_s: float = Field(default=3600.0, gt=0, description="ask a client to reconnect after this")
+    max_connection_age_grace_s: float = Field(
+        default=3600.0, ge=0, description="calls in flight on a connection past its age get this long to finish"
+    )
+    handshake_timeout_s: float = Field(default=20.0, gt=0, description="close a connection that does not set up")
 
 
 def is_loopback(host: str) -> bool:
@@ -90,6 +158,13 @@ class ServerConfig(BaseModel):
         description="on a one-GPU host, warm ncu workers profile a kernel of their own before their job",
     )
     metrics_port: int | None = Field(default=None, ge=0, le=65535, description="Prometheus /metrics port")
+    metrics_host: str = Field(default="127.0.0.1", description="address the /metrics endpoint binds")
+    disk_budget_bytes: int = Field(
+        default=20 << 30,
+        gt=0,
+        description="bytes the finished job workspaces may hold (the oldest go first), and uploads being received",
+    )
+    transport: Transport = Field(default_factory=Transport)
     shutdown_grace_s: float = Field(
         default=30.0, ge=0, description="on SIGTERM or SIGINT, requests in flight get this long to finish"
     )
@@ -101,15 +176,19 @@ class ServerConfig(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _check_exposure(self) -> ServerConfig:
-        # Untrusted code runs on this host: listening beyond loopback without a token needs --insecure.
-        if not is_loopback(self.host) and self.security.token is None and not self.security.insecure:
-            raise ValueError(
-                f"refusing to listen on {self.host} without a token: pass --token-file, or --insecure to accept "
-                "anyone who can reach this address"
-            )
+    def _no_open_door(self) -> ServerConfig:
+        # Untrusted code runs on this host: listening beyond loopback without a token needs --insecure. The
+        # metrics endpoint asks for the same token (telemetry: who calls what, how often).
         if not is_loopback(self.host) and self.jail != "required":
             raise ValueError(f"refusing to run jobs unjailed on {self.host}: only a loopback server may")
+        if self.security.tokens or self.security.insecure:
+            return self
+        for host, what in ((self.host, "listen"), (self.metrics_host, "serve metrics")):
+            if not is_loopback(host) and (what == "listen" or self.metrics_port is not None):
+                raise ValueError(
+                    f"refusing to {what} on {host} without a token: pass --token-file, or --insecure to accept "
+                    "anyone who can reach this address"
+                )
         return self
 
     @property
@@ -121,3 +200,14 @@ class ServerConfig(BaseModel):
     def jobs_dir(self) -> Path:
         """Per-job workspaces."""
         return self.state_dir / "jobs"
+
+    @property
+    def uploads_dir(self) -> Path:
+        """Reports being received (Analyze), until their job takes them."""
+        return self.state_dir / "uploads"
+
+    @property
+    def max_receive_message_bytes(self) -> int:
+        """The largest message the server reads: a request with two source files at their limit fits (4 MiB at
+        the default limits); Analyze uploads come in pieces."""
+        return max(4 << 20, 2 * self.limits.max_source_bytes + (64 << 10))

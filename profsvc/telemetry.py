@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 # The id of the RPC being served, for log lines and error details.
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
@@ -52,10 +52,6 @@ class Telemetry:
     def observe(self, stage: str, seconds: float) -> None:
         """Record a stage timed elsewhere (a worker's phase)."""
         self.stage_seconds.labels(stage=stage).observe(seconds)
-
-    def serve_http(self, host: str, port: int) -> None:
-        """Expose /metrics for Prometheus on host:port."""
-        start_http_server(port, addr=host, registry=self.registry)
 
 
 class JsonFormatter(logging.Formatter):

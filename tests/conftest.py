@@ -46,15 +46,15 @@ def client(server: str) -> Iterator[ProfilerClient]:
         yield c
 
 
-def wait_healthy(target: str, timeout: float = 60.0) -> None:
-    """Block until the gRPC health service says SERVING."""
+def wait_healthy(target: str, timeout: float = 60.0, metadata: tuple[tuple[str, str], ...] = ()) -> None:
+    """Block until the gRPC health service says SERVING (`metadata`: the token of a server that needs one)."""
     deadline = time.monotonic() + timeout
     with grpc.insecure_channel(target) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while True:
             try:
                 if (
-                    stub.Check(health_pb2.HealthCheckRequest(), timeout=2).status
+                    stub.Check(health_pb2.HealthCheckRequest(), timeout=2, metadata=metadata).status
                     == health_pb2.HealthCheckResponse.SERVING
                 ):
                     return

@@ -15,7 +15,7 @@ from profsvc_client import errors
 from profsvc_client._proto import profiler_pb2 as pb
 from profsvc_client.client import (
     _Connection,
-    analyze_request,
+    analyze_requests,
     evaluate_request,
     profile_request,
     static_check_request,
@@ -140,7 +140,7 @@ class AsyncProfilerClient(_Connection):
         self, report: bytes | str | Path, *, kernel_filter: KernelFilter | None = None, session_id: str = ""
     ) -> ProfileResult:
         """Analyze an existing .ncu-rep (a path or its bytes) on the server."""
-        reply = await self._unary(self._stub.Analyze, analyze_request(report, kernel_filter, session_id))
+        reply = await self._unary(self._stub.Analyze, analyze_requests(report, kernel_filter, session_id))
         return to_model(reply.result, ProfileResult)
 
     async def download_artifact(self, artifact_id: str, destination: str | Path) -> Path:

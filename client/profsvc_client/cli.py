@@ -29,7 +29,7 @@ from profsvc_client.models import (
     StaticPolicy,
 )
 from profsvc_client.policy import build_policy, static_check_summary
-from profsvc_client.settings import read_token, resolve_settings
+from profsvc_client.settings import resolve_settings
 from profsvc_client.text import render_benchmark_lines, render_correctness_lines
 
 EXIT_OK = 0
@@ -53,6 +53,23 @@ def _port(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"{port} is not a port number (0 to 65535)")
     return port
+
+
+_SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def _size(text: str) -> int:
+    """A size in bytes, with an optional K, M, G or T suffix (powers of 1024): `20G` (argparse type)."""
+    number, unit = text.strip().upper().removesuffix("B"), ""
+    if number[-1:] in _SIZE_UNITS:
+        number, unit = number[:-1], number[-1]
+    try:
+        size = int(float(number) * _SIZE_UNITS[unit])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (bytes, or a number with K, M, G or T)") from None
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive size")
+    return size
 
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
@@ -106,11 +123,28 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
     serve.add_argument("--port", type=_port, default=50051)
     serve.add_argument("--state-dir", type=Path, default=None, help="build cache and job folders")
-    serve.add_argument("--token-file", type=Path, default=None, help="require this bearer token on every call")
+    serve.add_argument(
+        "--token-file",
+        type=Path,
+        default=None,
+        help="require a bearer token on every call: one token a line, optionally name:token (one identity each)",
+    )
     serve.add_argument("--tls-cert", type=Path, default=None, help="serve TLS with this PEM certificate chain")
     serve.add_argument("--tls-key", type=Path, default=None, help="the PEM private key of --tls-cert")
     serve.add_argument("--insecure", action="store_true", help="allow a non-loopback --host without a token")
     serve.add_argument("--metrics-port", type=_port, default=None, help="serve Prometheus /metrics on this port")
+    serve.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        help="address /metrics binds (default loopback only; the endpoint asks for the same token and TLS)",
+    )
+    serve.add_argument(
+        "--disk-budget",
+        type=_size,
+        default=None,
+        help="bytes kept of finished jobs' folders, oldest removed first; also the most uploads in progress may "
+        "hold (default 20G)",
+    )
     serve.add_argument("--job-timeout", type=float, default=None, help="kill a job's process after this many seconds")
     serve.add_argument(
         "--shutdown-grace",
@@ -341,7 +375,7 @@ def _serve(args: argparse.Namespace) -> int:
 
         from pydantic import ValidationError
 
-        from profsvc.config import ServerConfig
+        from profsvc.config import ServerConfig, read_tokens
         from profsvc.server.app import serve
         from profsvc.telemetry import JsonFormatter
     except ImportError:
@@ -352,6 +386,9 @@ def _serve(args: argparse.Namespace) -> int:
     handler.setFormatter(JsonFormatter())
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     options: dict[str, object] = {"host": args.host, "port": args.port, "metrics_port": args.metrics_port}
+    options["metrics_host"] = args.metrics_host
+    if args.disk_budget is not None:
+        options["disk_budget_bytes"] = args.disk_budget
     options["warm_workers"] = not args.no_warm_workers
     options["ncu_warmup"] = not args.no_ncu_warmup
     if args.shutdown_grace is not None:
@@ -368,7 +405,7 @@ def _serve(args: argparse.Namespace) -> int:
         options["state_dir"] = args.state_dir
     security = {"tls_cert": args.tls_cert, "tls_key": args.tls_key, "insecure": args.insecure}
     if args.token_file is not None:
-        security["token"] = read_token(args.token_file)
+        security["tokens"] = read_tokens(args.token_file)
         security["token_file"] = args.token_file.resolve()
     try:
         config = ServerConfig(**options, security=security)

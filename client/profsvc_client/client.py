@@ -39,8 +39,10 @@ R = TypeVar("R", bound=BaseModel)
 P = TypeVar("P", bound=Message)
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
-# Reports and results can be large; gRPC's default limit is 4 MiB.
+# Results can be large; gRPC's default limit is 4 MiB.
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+# Analyze uploads a report in pieces of this size (the server refuses any message over 4 MiB).
+UPLOAD_CHUNK_BYTES = 1024 * 1024
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -119,6 +121,10 @@ def translate_error(error: grpc.RpcError) -> errors.ProfsvcError:
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED and (message or "").startswith("CLIENT: Sent message larger"):
         # Refused by this client before sending (the message limit), not a full queue on the server.
         return over_message_limit("the request")
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and (message or "").startswith("SERVER: Received message larger"):
+        # Refused by the server's receive limit (grpc's own message, no reason code), not a full queue.
+        message = f"the request is too large for the server: {message}"
+        return errors.InvalidRequest(message, errors.Reason.SOURCE_TOO_LARGE)
     return cls(message or code.name, None, request_id)
 
 
@@ -171,10 +177,23 @@ def evaluate_request(
     return request
 
 
-def analyze_request(
+def _file_pieces(path: Path) -> Iterator[bytes]:
+    with path.open("rb") as handle:
+        while piece := handle.read(UPLOAD_CHUNK_BYTES):
+            yield piece
+
+
+def _upload(first: pb.AnalyzeRequest, pieces: Iterator[bytes]) -> Iterator[pb.AnalyzeRequest]:
+    yield first
+    for piece in pieces:
+        yield pb.AnalyzeRequest(chunk=piece)
+
+
+def analyze_requests(
     report: bytes | str | Path, kernel_filter: KernelFilter | None, session_id: str
-) -> pb.AnalyzeRequest:
-    """The AnalyzeRequest for a report given as a path or as its bytes."""
+) -> Iterator[pb.AnalyzeRequest]:
+    """The Analyze upload for a report given as a path or as its bytes: a first message naming the file, its size
+    and the options, then the file in pieces of UPLOAD_CHUNK_BYTES (a file is read one piece at a time)."""
     filename = ""
     if isinstance(report, str | Path):
         path = Path(report)
@@ -182,16 +201,18 @@ def analyze_request(
         if not path.is_file():
             what = "a folder" if path.is_dir() else "not a regular file" if path.exists() else "missing"
             raise errors.InvalidRequest(f"report {str(report) or '(empty path)'} is {what}")
-        if path.stat().st_size > MAX_MESSAGE_BYTES:
-            raise over_message_limit(f"report {path.name}")
-        filename = path.name
-        report = path.read_bytes()
-    return pb.AnalyzeRequest(
-        report=report,
+        filename, size, pieces = path.name, path.stat().st_size, _file_pieces(path)
+    else:
+        data = report
+        size = len(data)
+        pieces = (data[start : start + UPLOAD_CHUNK_BYTES] for start in range(0, size, UPLOAD_CHUNK_BYTES))
+    first = pb.AnalyzeRequest(
         filename=filename,
+        size=size,
         filter=to_proto(kernel_filter or KernelFilter(), pb.KernelFilter),
         session_id=session_id,
     )
+    return _upload(first, pieces)
 
 
 def channel_setup(
@@ -369,9 +390,9 @@ class ProfilerClient(_Connection):
         self, report: bytes | str | Path, *, kernel_filter: KernelFilter | None = None, session_id: str = ""
     ) -> ProfileResult:
         """Analyze an existing .ncu-rep (a path or its bytes) on the server (a session adds a delta table)."""
-        request = analyze_request(report, kernel_filter, session_id)
+        requests = analyze_requests(report, kernel_filter, session_id)
         with _translated():
-            reply = self._stub.Analyze(request, metadata=self._metadata, timeout=self.timeout)
+            reply = self._stub.Analyze(requests, metadata=self._metadata, timeout=self.timeout)
         return to_model(reply.result, ProfileResult)
 
     def download_artifact(self, artifact_id: str, destination: str | Path) -> Path:
@@ -393,7 +414,7 @@ class ProfilerClient(_Connection):
 __all__ = [
     "ProfilerClient",
     "SourceKind",
-    "analyze_request",
+    "analyze_requests",
     "channel_setup",
     "evaluate_request",
     "load_source",

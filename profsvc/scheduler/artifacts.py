@@ -1,36 +1,68 @@
 """Job workspaces and the artifacts (reports, charts) results name.
 
-An artifact id is "<job id>.<file name>"; both parts are checked against a
-strict pattern, so an id can never name a path outside the jobs folder.
-Only the newest `keep` workspaces are kept.
+GetArtifact serves only what the server registered when it made a result: an artifact id is a key into that
+registry, never a path built from the id. The file is opened below the jobs folder one component at a time,
+none of them followed if it is a symbolic link, and served only if it is a regular file with one link: a job
+that plants a link (to a TLS key, say) in its workspace, or swaps its workspace for one, gets nothing.
+
+Finished workspaces are pruned, oldest first, to at most `keep` of them holding at most `keep_bytes`
+together. A workspace is finished when its job is; the folders an earlier run left count as finished (their
+artifacts are not served: the registry is this run's).
 """
 
 from __future__ import annotations
 
+import collections
+import os
 import re
 import shutil
+import stat
 import uuid
 from pathlib import Path
+from typing import BinaryIO
 
 from profsvc_client.models import ArtifactRef
 
 _JOB_ID = re.compile(r"^[0-9a-f]{32}$")
-_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 CONTENT_TYPES = {
     ".ncu-rep": "application/x-ncu-report",
     ".json": "application/json",
     ".png": "image/png",
     ".svg": "image/svg+xml",
 }
+_NOFOLLOW_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def tree_bytes(path: Path) -> int:
+    """Bytes of the regular files under `path`, links not followed."""
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            try:
+                info = os.lstat(os.path.join(folder, name))
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                total += info.st_size
+    return total
 
 
 class Workspaces:
-    """Per-job folders under one root, pruned to the newest `keep`."""
+    """Per-job folders under one root, the artifacts registered in them, pruned by count and by bytes."""
 
-    def __init__(self, root: Path, keep: int) -> None:
+    def __init__(self, root: Path, keep: int, keep_bytes: int) -> None:
         self.root = root
         self.keep = keep
+        self.keep_bytes = keep_bytes
         self.root.mkdir(parents=True, exist_ok=True)
+        # Finished workspaces, oldest first: job id -> bytes.
+        self._finished: collections.OrderedDict[str, int] = collections.OrderedDict()
+        # Artifact id -> (job id, path inside the job's workspace).
+        self._artifacts: dict[str, tuple[str, str]] = {}
+        earlier = [p for p in self.root.iterdir() if p.is_dir() and not p.is_symlink() and _JOB_ID.match(p.name)]
+        for path in sorted(earlier, key=lambda p: p.stat().st_mtime):
+            self._finished[path.name] = tree_bytes(path)
+        self.prune()
 
     def create(self) -> tuple[str, Path]:
         """A new job id and its empty workspace."""
@@ -39,26 +71,62 @@ class Workspaces:
         path.mkdir()
         return job_id, path
 
+    def finish(self, job_id: str) -> None:
+        """The job is over: its workspace now counts against the budgets, and the oldest go."""
+        self._finished[job_id] = tree_bytes(self.root / job_id)
+        self.prune()
+
+    @property
+    def bytes_kept(self) -> int:
+        """Bytes of the finished workspaces kept."""
+        return sum(self._finished.values())
+
     def prune(self) -> None:
-        """Delete all but the newest `keep` workspaces."""
-        jobs = sorted((p for p in self.root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in jobs[self.keep :]:
-            shutil.rmtree(old, ignore_errors=True)
+        """Delete the oldest finished workspaces until at most `keep` holding at most `keep_bytes` remain."""
+        total = self.bytes_kept
+        while self._finished and (len(self._finished) > self.keep or total > self.keep_bytes):
+            job_id, size = self._finished.popitem(last=False)
+            total -= size
+            shutil.rmtree(self.root / job_id, ignore_errors=True)
+            for artifact_id in [a for a, (job, _) in self._artifacts.items() if job == job_id]:
+                del self._artifacts[artifact_id]
 
     def artifact(self, job_id: str, path: Path) -> ArtifactRef:
-        """Reference to a file inside a job's workspace."""
+        """Register a file of a job's workspace as an artifact, and reference it."""
+        relative = path.relative_to(self.root / job_id)
+        artifact_id = f"{job_id}.{relative.as_posix().replace('/', '.')}"
+        self._artifacts[artifact_id] = (job_id, relative.as_posix())
         suffix = ".ncu-rep" if path.name.endswith(".ncu-rep") else path.suffix
         return ArtifactRef(
-            id=f"{job_id}.{path.name}",
+            id=artifact_id,
             name=path.name,
             content_type=CONTENT_TYPES.get(suffix, "application/octet-stream"),
-            size=path.stat().st_size,
+            size=path.lstat().st_size,
         )
 
-    def resolve(self, artifact_id: str) -> Path | None:
-        """The file an artifact id names, None when the id is malformed or the file is gone."""
-        job_id, _, name = artifact_id.partition(".")
-        if not _JOB_ID.match(job_id) or not _FILE_NAME.match(name):
+    def open(self, artifact_id: str) -> tuple[str, BinaryIO] | None:
+        """The registered artifact's name and its file, opened for reading; None when the id is unknown, the
+        file is gone, or anything on its way is a link or not what it should be."""
+        registered = self._artifacts.get(artifact_id)
+        if registered is None:
             return None
-        path = self.root / job_id / name
-        return path if path.is_file() else None
+        job_id, relative = registered
+        *folders, name = [job_id, *relative.split("/")]
+        descriptors: list[int] = []
+        try:
+            descriptors.append(os.open(self.root, _NOFOLLOW_DIRECTORY))
+            for folder in folders:
+                descriptors.append(os.open(folder, _NOFOLLOW_DIRECTORY, dir_fd=descriptors[-1]))
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=descriptors[-1])
+        except OSError:
+            return None
+        finally:
+            for descriptor in descriptors:
+                os.close(descriptor)
+        info = os.fstat(fd)
+        # One link only: a hard link to a file elsewhere would serve that file.
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            os.close(fd)
+            return None
+        os.set_blocking(fd, True)
+        return name, os.fdopen(fd, "rb")

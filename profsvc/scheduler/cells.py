@@ -88,12 +88,14 @@ class Cells:
         return cell
 
     @staticmethod
-    def put(cell: Path, files: Mapping[str, str | bytes]) -> None:
-        """Copy the job's inputs into a cell."""
+    def put(cell: Path, files: Mapping[str, str | bytes | Path]) -> None:
+        """Copy the job's inputs into a cell (a Path: that file's content, copied without reading it all)."""
         for name, content in files.items():
             path = cell / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, bytes):
+            if isinstance(content, Path):
+                shutil.copyfile(content, path)
+            elif isinstance(content, bytes):
                 path.write_bytes(content)
             else:
                 path.write_text(content)
@@ -104,7 +106,7 @@ class Cells:
         kind: str,
         make_argv: MakeArgv,
         *,
-        files: Mapping[str, str | bytes],
+        files: Mapping[str, str | bytes | Path],
         gpu: int | None,
         timeout: float,
         readonly: Sequence[Path] = (),

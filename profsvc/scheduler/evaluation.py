@@ -7,6 +7,7 @@ from profsvc.metrics.sol import SOL_DEFINITION, sol_pct
 from profsvc.report.evaluate_text import render_evaluation
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
 from profsvc.scheduler.scheduler import Scheduler
+from profsvc.scheduler.sessions import SessionKey
 from profsvc.staticcheck import Policy, check_source, make_policy
 from profsvc.staticcheck.policy import Level
 from profsvc.staticcheck.rules import load_rules
@@ -82,7 +83,7 @@ async def evaluate(
     trials: int,
     skip_profile: bool,
     progress: ProgressSink | None = None,
-    session_id: str = "",
+    session: SessionKey | None = None,
     policy: Policy | None = None,
 ) -> EvaluateResult:
     """Static check, build, correctness, timing, memory, launches, then (correct candidates) a profile and SOL.
@@ -103,7 +104,7 @@ async def evaluate(
         if status.benchmark is not None:
             result.benchmark = BenchmarkResult.model_validate({**status.benchmark, "compile": compiled})
     if result.correctness.ok and not skip_profile:
-        result.profile = await scheduler.profile(ProfileSpec(source=source, session_id=session_id), progress)
+        result.profile = await scheduler.profile(ProfileSpec(source=source, session=session), progress)
         result.sol_pct = sol_pct(result.profile) if result.profile.ok else None
         result.sol_definition = SOL_DEFINITION
     elif skip_profile:

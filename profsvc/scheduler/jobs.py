@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from profsvc.ncu.metric_sets import MetricSetSpec
+from profsvc.scheduler.sessions import SessionKey
 from profsvc_client.models import KernelFilter, Progress, SourceKind
 
 ProgressSink = Callable[[Progress], None]
@@ -42,4 +43,4 @@ class ProfileSpec:
     source: SourceSpec
     kernel_filter: KernelFilter = field(default_factory=KernelFilter)
     metric_set: MetricSetSpec | None = None
-    session_id: str = ""
+    session: SessionKey | None = None

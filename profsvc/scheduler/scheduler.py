@@ -48,7 +48,7 @@ from profsvc.scheduler.cells import Cells
 from profsvc.scheduler.compiled import CompiledSources
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
 from profsvc.scheduler.relay import Relay
-from profsvc.scheduler.sessions import SessionStore
+from profsvc.scheduler.sessions import SessionKey, SessionStore
 from profsvc.scheduler.standby import StandbyPool, StandbySpec
 from profsvc.staticcheck.own_kernels import own_kernel_names
 from profsvc.telemetry import Telemetry
@@ -139,7 +139,7 @@ class Scheduler:
         self.telemetry = telemetry
         self.sessions = SessionStore(config.max_sessions, config.session_bytes, config.session_ttl_s)
         self.cache = BuildCache(config.cache_dir)
-        self.workspaces = Workspaces(config.jobs_dir, keep=config.keep_jobs)
+        self.workspaces = Workspaces(config.jobs_dir, keep=config.keep_jobs, keep_bytes=config.disk_budget_bytes)
         self._compile_slots = asyncio.Semaphore(config.compile_workers)
         self._analyze_slots = asyncio.Semaphore(config.compile_workers)
         self._free_gpus: asyncio.Queue[int] = asyncio.Queue()
@@ -267,13 +267,15 @@ class Scheduler:
         self.telemetry.queue_depth.set(self._admitted)
         try:
             job_id, workspace = self.workspaces.create()
-            job = _Job(job_id, workspace, progress)
-            job.report(Stage.QUEUED, "accepted", queue_position=max(0, self._admitted - 1))
-            yield job
+            try:
+                job = _Job(job_id, workspace, progress)
+                job.report(Stage.QUEUED, "accepted", queue_position=max(0, self._admitted - 1))
+                yield job
+            finally:
+                self.workspaces.finish(job_id)
         finally:
             self._admitted -= 1
             self.telemetry.queue_depth.set(self._admitted)
-            self.workspaces.prune()
 
     @contextlib.asynccontextmanager
     async def _gpu(self, job: _Job) -> AsyncIterator[int]:
@@ -580,13 +582,13 @@ class Scheduler:
 
     async def profile(self, spec: ProfileSpec, progress: ProgressSink | None = None) -> ProfileResult:
         """Build, run under ncu, read the report; with a session, add the delta against its last result."""
-        return self._with_session(await self._profile(spec, progress), spec.session_id)
+        return self._with_session(await self._profile(spec, progress), spec.session)
 
-    def _with_session(self, result: ProfileResult, session_id: str) -> ProfileResult:
+    def _with_session(self, result: ProfileResult, session: SessionKey | None) -> ProfileResult:
         """Keep the result as the session's latest and add the delta against the one before."""
-        if session_id and result.ok:
-            result.session_id = session_id
-            previous = self.sessions.swap(session_id, result)
+        if session is not None and result.ok:
+            result.session_id = session.id
+            previous = self.sessions.swap(session, result)
             if previous is not None:
                 result.delta = compute_delta(previous, result, load_catalog())
                 result.report_text = render_text(result)
@@ -704,7 +706,7 @@ class Scheduler:
             self.cells.run(
                 "analyze",
                 argv,
-                files={f"report/{report.name}": report.read_bytes()},
+                files={f"report/{report.name}": report},
                 gpu=None,
                 timeout=ANALYZE_TIMEOUT_S,
             ) as (process, cell),
@@ -725,21 +727,25 @@ class Scheduler:
 
     async def analyze(
         self,
-        report: bytes,
+        upload: Path,
         filename: str,
         kernel_filter: KernelFilter,
         progress: ProgressSink | None = None,
-        session_id: str = "",
+        session: SessionKey | None = None,
     ) -> ProfileResult:
-        """Read an uploaded report."""
+        """Read an uploaded report (the file `upload`, moved into the job's workspace)."""
         async with self._admit(progress) as job:
             # Stored under the user's own file name, so that what the reader says of it names their file; in a
             # folder of its own, apart from the charts written beside the job.
             path = job.workspace / "upload" / _upload_name(filename)
             path.parent.mkdir()
-            path.write_bytes(report)
+            shutil.move(upload, path)
             job.report(Stage.PARSING, f"reading {path.name}")
-            analysis = await self._analyze_file(job, path, kernel_filter)
+            try:
+                analysis = await self._analyze_file(job, path, kernel_filter)
+            finally:
+                # Not an artifact (the user has the file): kept, rejected uploads filled the disk.
+                shutil.rmtree(path.parent, ignore_errors=True)
             result = ProfileResult(
                 ok=bool(analysis.kernels),
                 job_id=job.id,
@@ -751,7 +757,7 @@ class Scheduler:
             )
             if not result.ok:
                 result.error = JobError(kind="no_kernels_profiled", stage=Stage.PARSING, message=analysis.warnings[0])
-            return self._with_session(self._finish(result), session_id)
+            return self._with_session(self._finish(result), session)
 
     def _charts(self, job: _Job) -> list[ArtifactRef]:
         """The roofline charts the analyze worker drew, as artifacts."""

@@ -1,5 +1,8 @@
 """Sessions: each session's previous ProfileResult, so a new result can carry a delta against it.
 
+A session belongs to the identity that named it (SessionKey): another caller's session of the same id is
+another session, so one caller's delta never shows another's kernels.
+
 Held in memory only, bounded three ways: at most `max_sessions` sessions (the least
 recently used goes first), at most `max_bytes` of results (each result's size is
 estimated as the length of its JSON), and no result older than `ttl_seconds`.
@@ -11,12 +14,20 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from profsvc_client.models import ProfileResult
 
 Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class SessionKey:
+    """A session: the caller's identity (see profsvc.server.auth) and the id it chose."""
+
+    identity: str
+    id: str
 
 
 @dataclass(frozen=True)
@@ -42,11 +53,11 @@ class SessionStore:
         self.max_bytes = max_bytes
         self.ttl_seconds = ttl_seconds
         self._clock = clock
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def swap(self, session_id: str, result: ProfileResult) -> ProfileResult | None:
+    def swap(self, session_id: Hashable, result: ProfileResult) -> ProfileResult | None:
         """Store `result` as the session's latest and return the one it replaces (None if none or expired).
 
         A result larger than the whole byte budget is not kept; the previous one is still returned.
@@ -74,7 +85,7 @@ class SessionStore:
             self._expire(self._clock())
             return self._bytes
 
-    def _pop(self, session_id: str) -> _Entry | None:
+    def _pop(self, session_id: Hashable) -> _Entry | None:
         entry = self._entries.pop(session_id, None)
         if entry is not None:
             self._bytes -= entry.size

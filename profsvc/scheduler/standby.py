@@ -45,6 +45,8 @@ PRIME_TIMEOUT_S = 30.0
 PRIME_IDLE_S = 0.5
 # A kind whose workers fail to come up this many times in a row is no longer kept (each failure costs a job time).
 MAX_FAILED_STARTS = 3
+# How long a line to a worker may wait for the worker to read room for it in the FIFO (it reads all the time).
+WRITE_TIMEOUT_S = 30.0
 _POLL_S = 0.01
 
 
@@ -112,15 +114,23 @@ class Standby:
         if not await self.until_loaded(READY_TIMEOUT_S):
             return False
         try:
-            self._write(PRIME)
+            await self._write(PRIME)
         except OSError:
             return False
         return await self.until_ready(PRIME_TIMEOUT_S)
 
-    def _write(self, message: Mapping[str, object]) -> None:
+    async def _write(self, message: Mapping[str, object]) -> None:
+        """Write one line to the worker, all of it. The FIFO is non-blocking (a worker gone is an error, not a
+        hang), so a line longer than its buffer goes in several writes, each once the worker has read room for it.
+        """
+        line = memoryview((json.dumps(message) + "\n").encode())
         channel = os.open(self.directory / CHANNEL, os.O_WRONLY | os.O_NONBLOCK)
         try:
-            os.write(channel, (json.dumps(message) + "\n").encode())
+            while line:
+                try:
+                    line = line[os.write(channel, line) :]
+                except BlockingIOError:
+                    await _writable(channel, WRITE_TIMEOUT_S)
         finally:
             os.close(channel)
 
@@ -130,7 +140,7 @@ class Standby:
         """Hand the worker its job and wait for it to finish (killed at `timeout`)."""
         self.process.on_stdout = on_stdout
         try:
-            self._write({"argv": list(argv), "cwd": str(cwd), "stdin": stdin})
+            await self._write({"argv": list(argv), "cwd": str(cwd), "stdin": stdin})
         except OSError as error:
             raise StandbyGone(f"the warm worker in {self.directory} is gone: {error}") from error
         return await self.process.finish(timeout)
@@ -141,6 +151,17 @@ class Standby:
         if self.channel is not None:
             self.channel.close()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+async def _writable(fd: int, timeout: float) -> None:
+    """Return once `fd` can be written to; TimeoutError (an OSError) when it cannot within `timeout`."""
+    loop = asyncio.get_running_loop()
+    ready = loop.create_future()
+    loop.add_writer(fd, lambda: ready.done() or ready.set_result(None))
+    try:
+        await asyncio.wait_for(ready, timeout)
+    finally:
+        loop.remove_writer(fd)
 
 
 async def _until_idle(lock: asyncio.Lock, seconds: float) -> None:

@@ -7,6 +7,7 @@ import logging
 import signal
 import threading
 from dataclasses import dataclass
+from wsgiref.simple_server import WSGIServer
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -16,13 +17,14 @@ from profsvc.config import ServerConfig
 from profsvc.host import discover
 from profsvc.jail import Jail, JailLimits, probe_jail
 from profsvc.scheduler.scheduler import Scheduler
-from profsvc.server.auth import TokenInterceptor
+from profsvc.server.auth import Authenticator, TokenInterceptor
 from profsvc.server.interceptors import RequestInterceptor
+from profsvc.server.metrics_http import serve_metrics
 from profsvc.server.servicer import ProfilerServicer
 from profsvc.telemetry import JsonFormatter, Telemetry
 from profsvc_client._proto import profiler_pb2 as pb
 from profsvc_client._proto import profiler_pb2_grpc as pb_grpc
-from profsvc_client.client import CHANNEL_OPTIONS
+from profsvc_client.client import MAX_MESSAGE_BYTES
 
 log = logging.getLogger("profsvc.server")
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Profiler"].full_name
@@ -36,6 +38,15 @@ class RunningServer:
     port: int
     scheduler: Scheduler
     health: health.aio.HealthServicer
+    metrics: WSGIServer | None
+
+    async def close(self) -> None:
+        """Stop serving at once, then the warm workers and the metrics endpoint."""
+        await self.server.stop(grace=None)
+        await self.scheduler.close()
+        if self.metrics is not None:
+            self.metrics.shutdown()
+            self.metrics.server_close()
 
 
 def _credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
@@ -49,14 +60,40 @@ def _credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
     return grpc.ssl_server_credentials([(key, cert)])
 
 
-def _serve_metrics(config: ServerConfig, telemetry: Telemetry) -> None:
+def _serve_metrics(config: ServerConfig, telemetry: Telemetry, authenticator: Authenticator) -> WSGIServer | None:
     """The /metrics endpoint, bound before anything that would keep the process alive (warm workers, grpc)."""
     if config.metrics_port is None:
-        return
+        return None
+    security = config.security
+    tls = (security.tls_cert, security.tls_key) if security.tls_cert and security.tls_key else None
     try:
-        telemetry.serve_http(config.host, config.metrics_port)
+        return serve_metrics(config.metrics_host, config.metrics_port, telemetry.registry, authenticator, tls)
     except OSError as error:
-        raise OSError(f"cannot serve metrics on {config.host}:{config.metrics_port}: {error.strerror}") from None
+        where = f"{config.metrics_host}:{config.metrics_port}"
+        raise OSError(f"cannot serve metrics on {where}: {error.strerror or error}") from None
+
+
+def server_options(config: ServerConfig) -> list[tuple[str, int]]:
+    """gRPC's limits: what one connection may hold of the server, and the largest message it reads."""
+    transport = config.transport
+
+    def ms(seconds: float) -> int:
+        return int(seconds * 1000)
+
+    return [
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_receive_message_length", config.max_receive_message_bytes),
+        ("grpc.max_concurrent_streams", transport.max_concurrent_streams),
+        ("grpc.keepalive_time_ms", ms(transport.keepalive_s)),
+        ("grpc.keepalive_timeout_ms", ms(transport.keepalive_timeout_s)),
+        ("grpc.max_connection_idle_ms", ms(transport.max_connection_idle_s)),
+        ("grpc.max_connection_age_ms", ms(transport.max_connection_age_s)),
+        ("grpc.max_connection_age_grace_ms", ms(transport.max_connection_age_grace_s)),
+        ("grpc.server_handshake_timeout_ms", ms(transport.handshake_timeout_s)),
+        # Without this, grpc binds with SO_REUSEPORT: a second server on a port in use starts silently and the
+        # two share its requests.
+        ("grpc.so_reuseport", 0),
+    ]
 
 
 async def _jail(config: ServerConfig) -> Jail | None:
@@ -92,23 +129,22 @@ async def start_server(config: ServerConfig) -> RunningServer:
     jail = await _jail(config)
     credentials = _credentials(config)
     telemetry = Telemetry()
-    _serve_metrics(config, telemetry)
+    authenticator = Authenticator(config.security.tokens)
+    metrics = _serve_metrics(config, telemetry, authenticator)
     scheduler = Scheduler(config, host, jail, telemetry)
     await scheduler.start()
-    token = config.security.token
     interceptors: list[grpc.aio.ServerInterceptor] = [RequestInterceptor(telemetry)]
-    if token is not None:
-        interceptors.append(TokenInterceptor(token.get_secret_value()))
-    # Without this, grpc binds with SO_REUSEPORT: a second server on a port in use starts silently and the two
-    # share its requests.
-    server = grpc.aio.server(options=[*CHANNEL_OPTIONS, ("grpc.so_reuseport", 0)], interceptors=interceptors)
-    pb_grpc.add_ProfilerServicer_to_server(ProfilerServicer(config, scheduler), server)
+    if authenticator.required:
+        interceptors.append(TokenInterceptor(authenticator))
+    server = grpc.aio.server(options=server_options(config), interceptors=interceptors)
+    pb_grpc.add_ProfilerServicer_to_server(ProfilerServicer(config, scheduler, authenticator), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
     port = _bind(server, f"{config.host}:{config.port}", credentials)
+    running = RunningServer(server=server, port=port, scheduler=scheduler, health=health_servicer, metrics=metrics)
     if port == 0:
-        await scheduler.close()
+        await running.close()
         causes = "is the port in use, the host an address of this machine"
         causes += ", the TLS key and certificate a pair?" if credentials is not None else "?"
         raise OSError(f"cannot listen on {config.host}:{config.port} ({causes})")
@@ -122,9 +158,9 @@ async def start_server(config: ServerConfig) -> RunningServer:
         config.host,
         port,
         "TLS" if config.security.tls_cert else "plaintext",
-        "token required" if token is not None else "no token",
+        f"{len(config.security.tokens)} token(s) accepted" if authenticator.required else "no token",
     )
-    return RunningServer(server=server, port=port, scheduler=scheduler, health=health_servicer)
+    return running
 
 
 async def serve(config: ServerConfig) -> None:
@@ -157,8 +193,7 @@ async def serve(config: ServerConfig) -> None:
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
-        await running.server.stop(grace=None)
-        await running.scheduler.close()
+        await running.close()
         log.info("profsvc stopped")
 
 
@@ -194,6 +229,6 @@ class EmbeddedServer:
         """Stop the server and its thread."""
         if self._running is not None:
             asyncio.run_coroutine_threadsafe(self._running.server.stop(grace=1), self._loop).result()
-            asyncio.run_coroutine_threadsafe(self._running.scheduler.close(), self._loop).result()
+            asyncio.run_coroutine_threadsafe(self._running.close(), self._loop).result()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)

@@ -15,9 +15,16 @@ _FACTORIES = {
 }
 
 
-def same_shape(handler: grpc.RpcMethodHandler, behavior: Callable[..., Any]) -> grpc.RpcMethodHandler:
-    """A handler like `handler` (streaming kinds, serializers) that runs `behavior` instead."""
+def same_shape(
+    handler: grpc.RpcMethodHandler,
+    behavior: Callable[..., Any],
+    request_deserializer: Callable[[bytes], Any] | None = None,
+) -> grpc.RpcMethodHandler:
+    """A handler like `handler` (streaming kinds, serializers) that runs `behavior` instead (and, where given,
+    reads requests with `request_deserializer`)."""
     make = _FACTORIES[(handler.request_streaming, handler.response_streaming)]
     return make(
-        behavior, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
+        behavior,
+        request_deserializer=request_deserializer or handler.request_deserializer,
+        response_serializer=handler.response_serializer,
     )

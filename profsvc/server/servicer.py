@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
@@ -16,7 +17,10 @@ from profsvc.ncu.metric_sets import metric_sets
 from profsvc.scheduler.evaluation import benchmark, check_correctness, evaluate, static_check
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
 from profsvc.scheduler.scheduler import Scheduler
+from profsvc.scheduler.sessions import SessionKey
+from profsvc.server.auth import Authenticator
 from profsvc.server.status import new_request_id, status_for_exception
+from profsvc.server.uploads import Uploads
 from profsvc.server.validation import (
     validate_count,
     validate_filter,
@@ -24,6 +28,7 @@ from profsvc.server.validation import (
     validate_policy,
     validate_session_id,
     validate_source,
+    validate_upload_name,
 )
 from profsvc.telemetry import REQUEST_ID
 from profsvc_client._proto import profiler_pb2 as pb
@@ -44,6 +49,8 @@ from profsvc_client.models import (
 
 T = TypeVar("T")
 ARTIFACT_CHUNK = 1024 * 1024
+# How much of an unknown artifact id an error message repeats.
+MAX_SHOWN_ID = 100
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -62,15 +69,27 @@ def _request_model(message: Message, model: type[M]) -> M:
 class ProfilerServicer(pb_grpc.ProfilerServicer):
     """Answers each RPC; every error leaves as a gRPC status with an ErrorInfo reason."""
 
-    def __init__(self, config: ServerConfig, scheduler: Scheduler) -> None:
+    def __init__(self, config: ServerConfig, scheduler: Scheduler, authenticator: Authenticator) -> None:
         self.config = config
         self.scheduler = scheduler
+        self.authenticator = authenticator
+        self.uploads = Uploads(config.uploads_dir, config.limits.max_report_bytes, config.disk_budget_bytes)
+
+    def _session(self, context: grpc.aio.ServicerContext, session_id: str) -> SessionKey | None:
+        """The caller's session of this id (None for none): sessions are kept per identity."""
+        session_id = validate_session_id(session_id)
+        if not session_id:
+            return None
+        identity = self.authenticator.identity_of(context.invocation_metadata())
+        # The token interceptor has refused a call without an identity before it got here.
+        assert identity is not None
+        return SessionKey(identity=identity, id=session_id)
 
     async def _guard(self, context: grpc.aio.ServicerContext, method: str, call: Callable[[], Awaitable[T]]) -> T:
         request_id = REQUEST_ID.get() or new_request_id()
         try:
             return await call()
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as error:  # the edge: every error becomes a status here
             await context.abort_with_status(status_for_exception(error, request_id, method))
@@ -150,7 +169,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
                 source=validate_source(_request_model(request.source, KernelSource), self.config.limits),
                 kernel_filter=validate_filter(_request_model(request.filter, KernelFilter), self.config.limits),
                 metric_set=validate_metric_set(request.metric_set),
-                session_id=validate_session_id(request.session_id),
+                session=self._session(context, request.session_id),
             )
             return await self.scheduler.profile(spec, progress)
 
@@ -212,9 +231,9 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         async def run(progress: ProgressSink) -> EvaluateResult:
             source = self._python_problem(request.source)
             trials = validate_count(request.trials, "trials", self.config.limits.max_trials)
-            session_id = validate_session_id(request.session_id)
+            session = self._session(context, request.session_id)
             policy = validate_policy(_request_model(request.policy, StaticPolicy))
-            return await evaluate(self.scheduler, source, trials, request.skip_profile, progress, session_id, policy)
+            return await evaluate(self.scheduler, source, trials, request.skip_profile, progress, session, policy)
 
         async for message in self._stream(
             context,
@@ -235,21 +254,21 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
             )
         return spec
 
-    async def Analyze(self, request: pb.AnalyzeRequest, context: grpc.aio.ServicerContext) -> pb.AnalyzeResponse:
-        """Read an uploaded .ncu-rep."""
+    async def Analyze(
+        self, requests: AsyncIterator[pb.AnalyzeRequest], context: grpc.aio.ServicerContext
+    ) -> pb.AnalyzeResponse:
+        """Read an uploaded .ncu-rep, received piece by piece into a file."""
 
         async def call() -> pb.AnalyzeResponse:
-            if not request.report:
-                raise InvalidRequest("the uploaded report is empty", Reason.EMPTY_SOURCE)
-            limit = self.config.limits.max_report_bytes
-            if len(request.report) > limit:
-                raise InvalidRequest(
-                    f"the report is {len(request.report):,} bytes; the limit is {limit:,}",
-                    Reason.SOURCE_TOO_LARGE,
-                )
-            kernel_filter = validate_filter(_request_model(request.filter, KernelFilter), self.config.limits)
-            session_id = validate_session_id(request.session_id)
-            result = await self.scheduler.analyze(request.report, request.filename, kernel_filter, None, session_id)
+            first = await anext(requests, None)
+            if first is None:
+                raise InvalidRequest("the upload ended before its first message arrived", Reason.EMPTY_SOURCE)
+            # Everything the first message says is checked before the rest of the upload is read.
+            filename = validate_upload_name(first.filename)
+            kernel_filter = validate_filter(_request_model(first.filter, KernelFilter), self.config.limits)
+            session = self._session(context, first.session_id)
+            async with self.uploads.receive(first, requests) as upload:
+                result = await self.scheduler.analyze(upload, filename, kernel_filter, None, session)
             return pb.AnalyzeResponse(result=to_proto(result, pb.ProfileResult))
 
         return await self._guard(context, "Analyze", call)
@@ -257,14 +276,17 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
     async def GetArtifact(
         self, request: pb.GetArtifactRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.GetArtifactResponse]:
-        """Stream an artifact in 1 MiB chunks."""
-        path = self.scheduler.workspaces.resolve(request.id)
-        if path is None:
-            error = NotFound(f"no artifact {request.id!r} (it may have expired)", Reason.ARTIFACT_NOT_FOUND)
-            await context.abort_with_status(status_for_exception(error, new_request_id(), "GetArtifact"))
+        """Stream an artifact the server registered for a result, in 1 MiB chunks."""
+        opened = self.scheduler.workspaces.open(request.id)
+        if opened is None:
+            shown = request.id if len(request.id) <= MAX_SHOWN_ID else request.id[:MAX_SHOWN_ID] + "..."
+            error = NotFound(f"no artifact {shown!r} (it may have expired)", Reason.ARTIFACT_NOT_FOUND)
+            request_id = REQUEST_ID.get() or new_request_id()
+            await context.abort_with_status(status_for_exception(error, request_id, "GetArtifact"))
             return
-        size = path.stat().st_size
-        with path.open("rb") as handle:
-            yield pb.GetArtifactResponse(name=path.name, size=size, chunk=handle.read(ARTIFACT_CHUNK))
+        name, handle = opened
+        with handle:
+            size = os.fstat(handle.fileno()).st_size
+            yield pb.GetArtifactResponse(name=name, size=size, chunk=handle.read(ARTIFACT_CHUNK))
             while chunk := handle.read(ARTIFACT_CHUNK):
                 yield pb.GetArtifactResponse(chunk=chunk)

@@ -24,6 +24,10 @@ _NVCC_FLAG = re.compile(
     r"^(-D[A-Za-z_]\w*(=[\w.+\-]*)?|-O[0-3]|-std=c\+\+(14|17|20)|-maxrregcount=\d{1,3}|--use_fast_math|-use_fast_math"
     r"|-Xptxas=-v|--extended-lambda|--expt-relaxed-constexpr)$"
 )
+# Lengths of strings no other rule bounds: they reach the worker's command line, one-line errors and logs.
+MAX_PATTERN_CHARS = 1024  # a kernel name regex, an NVTX include
+MAX_NAME_CHARS = 256  # an nvcc flag, a metric set's name
+MAX_PATH_CHARS = 4096  # an uploaded report's file name, as the client's system wrote it
 PYTHON_SUFFIXES = (".py",)
 CUDA_SUFFIXES = (".cu",)
 REFERENCE_NAMES = ("Model", "get_inputs", "get_init_inputs")
@@ -143,6 +147,7 @@ def validate_source(source: KernelSource, limits: Limits, *, check_symbols: bool
     if len(source.nvcc_flags) > limits.max_nvcc_flags:
         raise InvalidRequest(f"too many nvcc flags (limit {limits.max_nvcc_flags})", Reason.BAD_ARGUMENT)
     for flag in source.nvcc_flags:
+        _check_length(flag, "an nvcc flag", MAX_NAME_CHARS, Reason.BAD_ARGUMENT)
         if not _NVCC_FLAG.match(flag):
             raise InvalidRequest(f"nvcc flag {flag!r} is not allowed", Reason.BAD_ARGUMENT)
     return SourceSpec(
@@ -155,8 +160,20 @@ def validate_source(source: KernelSource, limits: Limits, *, check_symbols: bool
     )
 
 
+def _check_length(text: str, what: str, limit: int, reason: Reason) -> None:
+    if len(text) > limit:
+        raise InvalidRequest(f"{what} is {len(text):,} characters long; the limit is {limit:,}", reason)
+
+
 def validate_filter(kernel_filter: KernelFilter, limits: Limits) -> KernelFilter:
     """Check the kernel filter's regex, NVTX expressions and counts."""
+    _check_length(kernel_filter.name_regex, "the kernel name regex", MAX_PATTERN_CHARS, Reason.BAD_FILTER)
+    if len(kernel_filter.nvtx_include) > limits.max_nvtx_includes:
+        raise InvalidRequest(
+            f"the filter names {len(kernel_filter.nvtx_include):,} NVTX ranges;"
+            f" the limit is {limits.max_nvtx_includes}",
+            Reason.BAD_FILTER,
+        )
     if kernel_filter.name_regex:
         try:
             re.compile(kernel_filter.name_regex)
@@ -165,6 +182,7 @@ def validate_filter(kernel_filter: KernelFilter, limits: Limits) -> KernelFilter
                 f"kernel name regex {kernel_filter.name_regex!r}: {error}", Reason.BAD_FILTER
             ) from None
     for include in kernel_filter.nvtx_include:
+        _check_length(include, "an NVTX include", MAX_PATTERN_CHARS, Reason.BAD_FILTER)
         if not include.strip() or any(c in include for c in "\n\r\0"):
             raise InvalidRequest(f"NVTX include {include!r} is empty or holds control characters", Reason.BAD_FILTER)
         # "/" alone (no range name) makes ncu_report abort the process that reads the report.
@@ -194,6 +212,7 @@ def validate_session_id(session_id: str) -> str:
 
 def validate_metric_set(name: str) -> MetricSetSpec:
     """The metric set a request names; raise InvalidRequest listing the known ones."""
+    _check_length(name, "the metric set's name", MAX_NAME_CHARS, Reason.UNKNOWN_METRIC_SET)
     spec = resolve(name)
     if spec is None:
         known = ", ".join(metric_sets())
@@ -207,3 +226,9 @@ def validate_policy(policy: StaticPolicy) -> Policy:
         return make_policy(policy.name, {o.rule_id: o.severity for o in policy.overrides})
     except PolicyError as error:
         raise InvalidRequest(str(error), Reason.BAD_POLICY) from None
+
+
+def validate_upload_name(filename: str) -> str:
+    """An uploaded report's file name, as the client sent it (the server keeps only its last part)."""
+    _check_length(filename, "the report's file name", MAX_PATH_CHARS, Reason.BAD_ARGUMENT)
+    return filename

@@ -21,7 +21,8 @@ TOKEN = "s3cret-token-for-tests"
 
 @pytest.fixture(scope="module")
 def token_server(tmp_path_factory):
-    embedded = EmbeddedServer(ServerConfig(state_dir=tmp_path_factory.mktemp("tok"), security=Security(token=TOKEN)))
+    security = Security(tokens={"tester": TOKEN})
+    embedded = EmbeddedServer(ServerConfig(state_dir=tmp_path_factory.mktemp("tok"), security=security))
     yield embedded.start()
     embedded.stop()
 
@@ -99,7 +100,7 @@ def test_non_loopback_without_token_is_refused():
     with pytest.raises(ValueError, match=r"refusing to listen on 0\.0\.0\.0 without a token"):
         ServerConfig(host="0.0.0.0")
     assert ServerConfig(host="0.0.0.0", security=Security(insecure=True)).host == "0.0.0.0"
-    assert ServerConfig(host="0.0.0.0", security=Security(token=TOKEN)).host == "0.0.0.0"
+    assert ServerConfig(host="0.0.0.0", security=Security(tokens={"tester": TOKEN})).host == "0.0.0.0"
     assert ServerConfig(host="::1").host == "::1"
     refused = run_cli("serve", "--host", "0.0.0.0", "--port", "0")
     assert refused.returncode == 2
@@ -153,17 +154,23 @@ def test_metrics_endpoint_shows_where_a_compile_went(tmp_path):
     assert 'profsvc_job_stage_seconds_count{stage="compile:load"} 1.0' in text
 
 
+_UNPRINTABLE = "is empty or holds characters other than printable ASCII"
+
+
 @pytest.mark.parametrize(
-    ("content", "message"),
+    ("command", "content", "message"),
     [
-        (b"two\nlines\n", "is empty or holds characters other than printable ASCII"),
-        (b"caf\xc3\xa9\n", "is empty or holds characters other than printable ASCII"),
-        (b"\xff\xfe", "is not UTF-8 text"),
-        (b"\n", "is empty or holds characters other than printable ASCII"),
+        ("capabilities", b"two\nlines\n", _UNPRINTABLE),
+        ("capabilities", b"caf\xc3\xa9\n", _UNPRINTABLE),
+        ("capabilities", b"\xff\xfe", "is not UTF-8 text"),
+        ("capabilities", b"\n", _UNPRINTABLE),
+        # The server's token file holds one token a line (tests/security/test_identities.py).
+        ("serve", b"caf\xc3\xa9\n", _UNPRINTABLE),
+        ("serve", b"\xff\xfe", "is not UTF-8 text"),
+        ("serve", b"\n", "holds no token"),
     ],
-    ids=["newline inside", "non-ASCII", "not UTF-8", "empty"],
+    ids=["newline inside", "non-ASCII", "not UTF-8", "empty", "serve non-ASCII", "serve not UTF-8", "serve empty"],
 )
-@pytest.mark.parametrize("command", ["capabilities", "serve"])
 def test_a_token_no_grpc_header_can_carry_is_one_line(tmp_path, content, message, command):
     token_file = tmp_path / "token"
     token_file.write_bytes(content)

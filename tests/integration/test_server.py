@@ -68,13 +68,12 @@ def test_analyze_filter_by_nvtx_range(client, served, warm, include, kernels):
     assert result.ok or result.error.kind == "no_kernels_profiled"
 
 
-def test_a_report_over_the_message_limit_is_too_large_not_a_full_queue(client):
-    from profsvc_client.client import MAX_MESSAGE_BYTES
-
+def test_a_report_over_the_servers_limit_is_too_large_not_a_full_queue(client):
+    # The server's default limit is 200 MiB; the upload's first message says how large it is.
     with pytest.raises(errors.InvalidRequest) as caught:
-        client.analyze(b"NVR\x00" + bytes(MAX_MESSAGE_BYTES))
+        client.analyze(b"NVR\x00" + bytes(200 * 2**20 - 3))
     assert caught.value.reason == errors.Reason.SOURCE_TOO_LARGE
-    assert "256 MiB message limit" in caught.value.message
+    assert caught.value.message == "the report is 209,715,201 bytes; the limit is 209,715,200"
 
 
 @pytest.mark.parametrize("keep", [4, 200_000], ids=["magic only", "first 200 kB"])
@@ -115,8 +114,8 @@ def test_a_raw_clients_file_name_names_its_report_and_nothing_else(server, filen
     damaged = (FIXTURES / "seed47_default.ncu-rep").read_bytes()[:4096]
     with grpc.insecure_channel(server) as channel:
         with pytest.raises(grpc.RpcError) as caught:
-            request = pb.AnalyzeRequest(report=damaged, filename=filename)
-            pb_grpc.ProfilerStub(channel).Analyze(request, timeout=60)
+            request = pb.AnalyzeRequest(chunk=damaged, filename=filename, size=len(damaged))
+            pb_grpc.ProfilerStub(channel).Analyze(iter([request]), timeout=60)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert caught.value.details().startswith(f"{named} holds no profiling results")
 

@@ -496,16 +496,18 @@ class ProfileResult(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., job_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., kernels: _Optional[_Iterable[_Union[KernelResult, _Mapping]]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., ncu: _Optional[_Union[NcuRun, _Mapping]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., report_text: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., aggregate: _Optional[_Union[Aggregate, _Mapping]] = ..., delta: _Optional[_Iterable[_Union[DeltaRow, _Mapping]]] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class AnalyzeRequest(_message.Message):
-    __slots__ = ("report", "filename", "filter", "session_id")
-    REPORT_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("chunk", "filename", "filter", "session_id", "size")
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
     FILENAME_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
-    report: bytes
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    chunk: bytes
     filename: str
     filter: KernelFilter
     session_id: str
-    def __init__(self, report: _Optional[bytes] = ..., filename: _Optional[str] = ..., filter: _Optional[_Union[KernelFilter, _Mapping]] = ..., session_id: _Optional[str] = ...) -> None: ...
+    size: int
+    def __init__(self, chunk: _Optional[bytes] = ..., filename: _Optional[str] = ..., filter: _Optional[_Union[KernelFilter, _Mapping]] = ..., session_id: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
 
 class AnalyzeResponse(_message.Message):
     __slots__ = ("result",)

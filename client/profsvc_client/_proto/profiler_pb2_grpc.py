@@ -51,7 +51,7 @@ class ProfilerStub:
                 request_serializer=profsvc_dot_v1_dot_profiler__pb2.ProfileRequest.SerializeToString,
                 response_deserializer=profsvc_dot_v1_dot_profiler__pb2.ProfileResponse.FromString,
                 _registered_method=True)
-        self.Analyze = channel.unary_unary(
+        self.Analyze = channel.stream_unary(
                 '/profsvc.v1.Profiler/Analyze',
                 request_serializer=profsvc_dot_v1_dot_profiler__pb2.AnalyzeRequest.SerializeToString,
                 response_deserializer=profsvc_dot_v1_dot_profiler__pb2.AnalyzeResponse.FromString,
@@ -112,8 +112,11 @@ class ProfilerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def Analyze(self, request, context):
+    def Analyze(self, request_iterator, context):
         """Turns an uploaded .ncu-rep into the same result Profile gives, with no GPU.
+        The report is uploaded as a stream of AnalyzeRequest messages, each
+        carrying a piece of it: the server decides authentication before it
+        reads any, and refuses a message over its receive limit (4 MiB).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -175,7 +178,7 @@ def add_ProfilerServicer_to_server(servicer, server):
                     request_deserializer=profsvc_dot_v1_dot_profiler__pb2.ProfileRequest.FromString,
                     response_serializer=profsvc_dot_v1_dot_profiler__pb2.ProfileResponse.SerializeToString,
             ),
-            'Analyze': grpc.unary_unary_rpc_method_handler(
+            'Analyze': grpc.stream_unary_rpc_method_handler(
                     servicer.Analyze,
                     request_deserializer=profsvc_dot_v1_dot_profiler__pb2.AnalyzeRequest.FromString,
                     response_serializer=profsvc_dot_v1_dot_profiler__pb2.AnalyzeResponse.SerializeToString,
@@ -299,7 +302,7 @@ class Profiler:
             _registered_method=True)
 
     @staticmethod
-    def Analyze(request,
+    def Analyze(request_iterator,
             target,
             options=(),
             channel_credentials=None,
@@ -309,8 +312,8 @@ class Profiler:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
+        return grpc.experimental.stream_unary(
+            request_iterator,
             target,
             '/profsvc.v1.Profiler/Analyze',
             profsvc_dot_v1_dot_profiler__pb2.AnalyzeRequest.SerializeToString,
