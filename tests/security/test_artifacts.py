@@ -60,8 +60,9 @@ def test_links_a_job_plants_in_its_workspace_are_not_served(tmp_path):
                 _download(client, f"{job}.{name}", tmp_path / "out")
             refused.append(name)
         assert client.analyze(FIXTURES / "seed47_default.ncu-rep").ok
-    assert planted == ["key.pem", "report.ncu-rep", "roofline.png", "roofline.svg"]
-    assert refused == [*planted, "planter.py"]
+    # The jail: a job writes only in its own cell, never in the job folder the server serves artifacts from.
+    assert planted == []
+    assert refused == ["planter.py"]
 
 
 def test_a_registered_artifact_swapped_for_a_link_is_not_served(tmp_path):

@@ -46,8 +46,8 @@ def test_rejected_uploads_do_not_stay_on_disk(tmp_path):
 
 
 def test_finished_job_folders_are_pruned_to_the_byte_budget(tmp_path):
-    budget = 300 * 1024
-    with served(tmp_path, "--disk-budget", "300K") as server, ProfilerClient(server.target, timeout=300) as client:
+    budget = 250 * 1024
+    with served(tmp_path, "--disk-budget", "250K") as server, ProfilerClient(server.target, timeout=300) as client:
         results = [client.analyze(REPORT) for _ in range(6)]
         kept = sorted(p.name for p in (server.state / "jobs").iterdir())
         held = _bytes_under(server.state / "jobs")

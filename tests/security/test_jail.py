@@ -158,7 +158,7 @@ def jailed(tmp_path_factory):
     listener.listen()
     config = ServerConfig(
         state_dir=root / "state",
-        security=Security(token=SECRET, token_file=inside_tree),
+        security=Security(tokens={"tester": SECRET}, token_file=inside_tree),
         limits=Limits(job_tasks=256),
     )
     embedded = EmbeddedServer(config)
