@@ -13,7 +13,14 @@ from pydantic import BaseModel
 
 from profsvc_client import errors
 from profsvc_client._proto import profiler_pb2 as pb
-from profsvc_client.client import _Connection, analyze_request, profile_request, translate_error, trials_request
+from profsvc_client.client import (
+    _Connection,
+    analyze_request,
+    profile_request,
+    server_gone,
+    translate_error,
+    trials_request,
+)
 from profsvc_client.convert import to_model, to_proto
 from profsvc_client.models import (
     BenchmarkResult,
@@ -60,21 +67,34 @@ class AsyncProfilerClient(_Connection):
         await self.close()
 
     async def _unary(self, method: Callable[..., Any], request: Message) -> Any:
-        async with _translated():
-            return await method(request, metadata=self._metadata, timeout=self.timeout)
+        """Where several servers can answer, a call that found its server gone is made again (as the sync client)."""
+        retries = self.retries
+        while True:
+            try:
+                return await method(request, metadata=self._metadata, timeout=self.timeout)
+            except grpc.RpcError as error:
+                if not (retries and server_gone(error)):
+                    raise translate_error(error) from None
+                retries -= 1
 
     async def _stream(
         self, method: Callable[..., Any], request: Message, result_type: type[R], on_progress: ProgressCallback | None
     ) -> R:
-        async with _translated():
-            async for event in method(request, metadata=self._metadata, timeout=self.timeout):
-                if event.HasField("result"):
-                    return to_model(event.result, result_type)
-                if on_progress is not None:
-                    awaited = on_progress(to_model(event.progress, Progress))
-                    if awaited is not None:
-                        await awaited
-        raise errors.InternalError("the server closed the stream without a result")
+        retries = self.retries
+        while True:
+            try:
+                async for event in method(request, metadata=self._metadata, timeout=self.timeout):
+                    if event.HasField("result"):
+                        return to_model(event.result, result_type)
+                    if on_progress is not None:
+                        awaited = on_progress(to_model(event.progress, Progress))
+                        if awaited is not None:
+                            await awaited
+                raise errors.InternalError("the server closed the stream without a result")
+            except grpc.RpcError as error:
+                if not (retries and server_gone(error)):
+                    raise translate_error(error) from None
+                retries -= 1
 
     async def capabilities(self) -> Capabilities:
         """The server's GPUs, versions and metric sets."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -70,5 +71,9 @@ class RequestInterceptor(grpc.aio.ServerInterceptor):
             return handler
         method = handler_call_details.method.rsplit("/", 1)[-1]
         if handler.response_streaming:
-            return same_shape(handler, self._streaming(handler.unary_stream, method))
+            behavior = handler.unary_stream
+            # A coroutine handler writes its messages with context.write (the health service's Watch, which
+            # a channel's health check calls): awaited like a unary one, not iterated.
+            wrap = self._unary if inspect.iscoroutinefunction(behavior) else self._streaming
+            return same_shape(handler, wrap(behavior, method))
         return same_shape(handler, self._unary(handler.unary_unary, method))
