@@ -96,12 +96,8 @@ def _resources(problem: Problem, per_gpu: int) -> dict[str, float] | None:
     return {"GPU": 1 / per_gpu} if problem.needs_gpu else None
 
 
-def _cluster_now(dask: Client, floor: int) -> tuple[int, bool]:
-    """Problems to keep in flight (enough for every thread of the cluster as it is now: workers come and go),
-    and whether a worker declares a GPU (a profile submitted without one would wait for one forever)."""
-    workers = dask.scheduler_info()["workers"].values()
-    threads = sum(worker["nthreads"] for worker in workers)
-    return max(floor, WINDOW_PER_THREAD * threads), any(worker["resources"].get("GPU") for worker in workers)
+def _workers(dask: Client) -> list[dict[str, Any]]:
+    return list(dask.scheduler_info()["workers"].values())
 
 
 class _Run:
@@ -127,14 +123,18 @@ class _Run:
         self.submitted: dict[str, Problem] = {}
         # Keys unique to this run: a rerun never meets the tasks of a run killed a moment ago.
         self.keys = (f"profsvc-{uuid.uuid4().hex[:8]}-{n}" for n in itertools.count())
+        # Asked once, at the start: a profile submitted to a cluster without a GPU worker would wait forever, but
+        # one submitted while a GPU worker restarts (its node lost) waits for it, as it should.
+        self.has_gpu = any(worker["resources"].get("GPU") for worker in _workers(dask))
 
     def submit_more(self) -> None:
         """Fill the window up (problems that cannot run at all are recorded at once)."""
-        window, has_gpu = _cluster_now(self.dask, self.concurrency)
+        # Enough for every thread of the cluster as it is now (workers come and go).
+        window = max(self.concurrency, WINDOW_PER_THREAD * sum(worker["nthreads"] for worker in _workers(self.dask)))
         if self.pending.count() >= window:
             return
         for problem in self.queue:
-            if problem.needs_gpu and not has_gpu:
+            if problem.needs_gpu and not self.has_gpu:
                 self.finished(record_of(problem, None, errors.Reason.NO_GPU.value, NO_GPU_WORKER, 0.0))
                 continue
             future = self.dask.submit(
@@ -190,6 +190,11 @@ def run_on_cluster(
     checkpoint = Checkpoint(problems, out)
     stream = stream or sys.stderr
     print(f"profsvc batch: Dask dashboard at {dask.dashboard_link}", file=stream, flush=True)
+    try:
+        # A cluster's workers may still be starting (a SLURM job in the queue).
+        dask.wait_for_workers(1, timeout=FIRST_WORKER_TIMEOUT_S)
+    except TimeoutError:
+        raise errors.ServerUnavailable(f"no Dask worker joined in {FIRST_WORKER_TIMEOUT_S} s") from None
     progress = ProgressBar(len(checkpoint.todo), stream)
     try:
         _Run(dask, checkpoint, progress, per_gpu, concurrency, on_record).run()
@@ -209,12 +214,6 @@ def connected(address: str, *, gpus: int | None = None, state_dir: Path | None =
         except OSError as error:
             raise errors.ServerUnavailable(f"no Dask scheduler answered at {address}: {error}") from None
         with client:
-            try:
-                client.wait_for_workers(1, timeout=FIRST_WORKER_TIMEOUT_S)
-            except TimeoutError:
-                raise errors.ServerUnavailable(
-                    f"no Dask worker joined {address} within {FIRST_WORKER_TIMEOUT_S} s"
-                ) from None
             yield client
         return
     with local_cluster(gpus=gpus, state_dir=state_dir) as cluster, Client(cluster) as client:
