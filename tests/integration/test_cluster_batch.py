@@ -223,3 +223,14 @@ def test_cli_cluster_local_and_batch_against_it(tmp_path):
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=120) == 0
+
+
+def test_cluster_flags_that_do_not_go_together_are_one_line(tmp_path):
+    folder = _folder(tmp_path, REPORTS[:1])
+    out = tmp_path / "r.parquet"
+    both = run_cli("batch", folder, "--out", out, "--cluster", "local", "--server", "127.0.0.1:1")
+    assert both.returncode == 2 and "--server and --cluster" in both.stderr
+    gpus = run_cli("batch", folder, "--out", out, "--gpus", "1", "--server", "127.0.0.1:1")
+    assert gpus.returncode == 2 and "--gpus goes with --cluster local" in gpus.stderr
+    for done in (both, gpus):
+        assert len(done.stderr.strip().splitlines()) == 1

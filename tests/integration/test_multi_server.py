@@ -8,6 +8,7 @@ makes a call whose server went away again on another.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from profsvc_client.aio import AsyncProfilerClient
 from profsvc_client.client import HEALTH_SERVICE, ProfilerClient, service_config
 from profsvc_client.models import KernelSource, SourceFile
 from tests.conftest import FIXTURES, free_port, run_cli, wait_healthy
@@ -91,6 +93,12 @@ def test_a_server_killed_mid_run_and_every_call_answered(three_servers, tmp_path
         # The live servers keep answering; the dead one is out of the rotation.
         for _ in range(4):
             assert client.static_check(source).ok
+
+    async def async_calls() -> list[bool]:
+        async with AsyncProfilerClient(targets, timeout=60) as aio:
+            return [(await aio.static_check(source)).ok for _ in range(4)]
+
+    assert asyncio.run(async_calls()) == [True] * 4  # the asyncio client, on the same channel setup
 
     # The CLI takes the same list, the dead server in it.
     done = run_cli("analyze", REPORT, "--format", "json", "--server", targets)
