@@ -1,11 +1,14 @@
 """What the host offers: GPUs (through nvidia-smi), the driver, nvcc and ncu.
 
 Discovered once at server start in subprocesses: the server process itself
-never creates a CUDA context.
+never creates a CUDA context. nvidia-smi lists every GPU of the machine, so a
+server started with CUDA_VISIBLE_DEVICES (a Dask worker for one GPU, a SLURM
+job) keeps only the GPUs that names.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -44,25 +47,46 @@ class HostInfo:
         return "sm_90"
 
 
+def visible_gpus(gpus: list[tuple[GpuInfo, str]], setting: str | None) -> list[GpuInfo]:
+    """The GPUs (each with its UUID) that a CUDA_VISIBLE_DEVICES value leaves visible, in its order.
+
+    Entries are indices or GPU UUIDs (a unique prefix is enough); as in CUDA, the list ends at the first entry
+    that names no GPU, so "" leaves none. A value naming MIG instances leaves the list as it is: MIG slices are
+    not told apart here.
+    """
+    if setting is None or "MIG-" in setting:
+        return [gpu for gpu, _ in gpus]
+    chosen: list[GpuInfo] = []
+    for entry in (part.strip() for part in setting.split(",")):
+        named = [
+            gpu
+            for gpu, uuid in gpus
+            if (entry.isdigit() and int(entry) == gpu.index) or (entry.startswith("GPU-") and uuid.startswith(entry))
+        ]
+        if len(named) != 1 or named[0] in chosen:
+            break
+        chosen.append(named[0])
+    return chosen
+
+
 async def _gpus() -> tuple[list[GpuInfo], str]:
     smi = shutil.which("nvidia-smi")
     if not smi:
         return [], ""
-    query = "--query-gpu=index,name,compute_cap,memory.total,driver_version"
+    query = "--query-gpu=index,name,compute_cap,memory.total,driver_version,uuid"
     result = await run_process([smi, query, "--format=csv,noheader,nounits"], timeout=30)
     if not result.ok:
         return [], ""
     gpus, driver = [], ""
     for line in result.stdout.strip().splitlines():
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) < 5 or not parts[0].isdigit():
+        if len(parts) < 6 or not parts[0].isdigit():
             continue
         memory_mib = int(parts[3]) if parts[3].isdigit() else 0
-        gpus.append(
-            GpuInfo(index=int(parts[0]), name=parts[1], compute_capability=parts[2], memory_bytes=memory_mib << 20)
-        )
+        gpu = GpuInfo(index=int(parts[0]), name=parts[1], compute_capability=parts[2], memory_bytes=memory_mib << 20)
+        gpus.append((gpu, parts[5]))
         driver = parts[4]
-    return gpus, driver
+    return visible_gpus(gpus, os.environ.get("CUDA_VISIBLE_DEVICES")), driver
 
 
 async def _nvcc(explicit: str | None) -> tuple[str, str]:

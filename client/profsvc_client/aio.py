@@ -18,6 +18,7 @@ from profsvc_client.client import (
     analyze_requests,
     evaluate_request,
     profile_request,
+    server_gone,
     static_check_request,
     translate_error,
     trials_request,
@@ -68,22 +69,35 @@ class AsyncProfilerClient(_Connection):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _unary(self, method: Callable[..., Any], request: Message) -> Any:
-        async with _translated():
-            return await method(request, metadata=self._metadata, timeout=self.timeout)
+    async def _unary(self, method: Callable[..., Any], request: Message | None) -> Any:
+        """Where several servers can answer, a call that found its server gone is made again (as the sync client)."""
+        retries = self.retries
+        while True:
+            try:
+                return await method(request, metadata=self._metadata, timeout=self.timeout)
+            except grpc.RpcError as error:
+                if not (retries and server_gone(error)):
+                    raise translate_error(error) from None
+                retries -= 1
 
     async def _stream(
         self, method: Callable[..., Any], request: Message, result_type: type[R], on_progress: ProgressCallback | None
     ) -> R:
-        async with _translated():
-            async for event in method(request, metadata=self._metadata, timeout=self.timeout):
-                if event.HasField("result"):
-                    return to_model(event.result, result_type)
-                if on_progress is not None:
-                    awaited = on_progress(to_model(event.progress, Progress))
-                    if awaited is not None:
-                        await awaited
-        raise errors.InternalError("the server closed the stream without a result")
+        retries = self.retries
+        while True:
+            try:
+                async for event in method(request, metadata=self._metadata, timeout=self.timeout):
+                    if event.HasField("result"):
+                        return to_model(event.result, result_type)
+                    if on_progress is not None:
+                        awaited = on_progress(to_model(event.progress, Progress))
+                        if awaited is not None:
+                            await awaited
+                raise errors.InternalError("the server closed the stream without a result")
+            except grpc.RpcError as error:
+                if not (retries and server_gone(error)):
+                    raise translate_error(error) from None
+                retries -= 1
 
     async def capabilities(self) -> Capabilities:
         """The server's GPUs, versions and metric sets."""
@@ -140,7 +154,11 @@ class AsyncProfilerClient(_Connection):
         self, report: bytes | str | Path, *, kernel_filter: KernelFilter | None = None, session_id: str = ""
     ) -> ProfileResult:
         """Analyze an existing .ncu-rep (a path or its bytes) on the server."""
-        reply = await self._unary(self._stub.Analyze, analyze_requests(report, kernel_filter, session_id))
+        # The pieces are made again for each try: a stream is not replayed.
+        reply = await self._unary(
+            lambda _, **options: self._stub.Analyze(analyze_requests(report, kernel_filter, session_id), **options),
+            None,
+        )
         return to_model(reply.result, ProfileResult)
 
     async def download_artifact(self, artifact_id: str, destination: str | Path) -> Path:

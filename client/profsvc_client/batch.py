@@ -1,16 +1,20 @@
 """Batch collection: many problems in, one table out, resumable.
 
     profsvc batch problems/ --out results.parquet --concurrency 8 --server h1:50051,h2:50051
+    profsvc batch problems/ --out results.parquet --cluster tcp://scheduler:8786
 
 INPUT is a directory of problem files (*.py Python problems, *.cu CUDA programs,
-searched recursively) or a JSONL manifest, one object per line:
+*.ncu-rep reports to analyze; searched recursively) or a JSONL manifest, one object per line:
 
     {"file": "level1/matmul.py", "kernel": "gemm", "metric_set": "full", "tags": {"level": "1"}}
 
 (`file` relative to the manifest; the others optional, defaulting to the
-command's --kernel and --metric-set). Problems are profiled through the server
-by a pool of threads sharing one ProfilerClient (a gRPC channel is
-thread-safe; with several servers its round_robin policy spreads the calls).
+command's --kernel, --metric-set and --task). A problem's task is `profile`
+(needs a GPU), `lint` (the static check) or `analyze` (a .ncu-rep; both CPU only).
+Problems run through the server by a pool of threads sharing one ProfilerClient
+(a gRPC channel is thread-safe; with several servers its round_robin policy
+spreads the calls), or, with --cluster, as one Dask task each
+(profsvc_client.cluster_batch).
 
 Each finished problem is appended, flushed and synced, as one line of
 `<out>.partial.jsonl`. A rerun skips the problems that file already holds
@@ -39,29 +43,39 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from profsvc_client import errors
-from profsvc_client.client import ProfilerClient, load_source
-from profsvc_client.models import KernelFilter, ProfileResult
+from profsvc_client.client import ProfilerClient
+from profsvc_client.models import KernelFilter, KernelSource, ProfileResult, SourceFile, StaticCheckResult
 
 if TYPE_CHECKING:
     import pandas
     import pyarrow
 
 CHECKPOINT_SUFFIX = ".partial.jsonl"
+REPORT_SUFFIX = ".ncu-rep"
 PROBLEM_SUFFIXES = (".py", ".cu")
-# The fixed columns, in order; figure columns follow in name order.
+# What a problem asks for: a profile on a GPU, or CPU-only work (the static check, reading a report).
+TASKS = ("profile", "lint", "analyze")
+GPU_TASKS = frozenset({"profile"})
+# The fixed columns, in order; figure columns follow in name order. `worker`: the Dask worker that ran the
+# problem ('' without --cluster); `findings`: the static check's findings as JSON ('[]' for other tasks).
 COLUMNS = (
     "problem",
+    "task",
     "kernel",
     "launch_index",
     "status",
     "error",
+    "findings",
     "tags",
     "metric_set",
     "kernel_regex",
+    "worker",
     "wall_seconds",
     "compile_seconds",
     "ncu_seconds",
 )
+# What a checkpoint line written before a column existed reads as.
+COLUMN_DEFAULTS = {"task": "profile", "worker": "", "findings": []}
 FLOAT_COLUMNS = ("wall_seconds", "compile_seconds", "ncu_seconds")
 # Failures that say nothing about the problem itself: a rerun tries these problems again.
 RETRIED_ON_RERUN = frozenset(
@@ -74,14 +88,18 @@ RETRIED_ON_RERUN = frozenset(
         errors.Reason.NO_NVCC,
         errors.Reason.NO_TORCH,
         errors.Reason.INTERNAL,
+        # A Dask worker without the service, or one the problem's task outlived too often (cluster_batch).
+        "NO_SERVICE",
+        "KILLED_WORKER",
     }
 )
 READ_ERROR = "READ_ERROR"
+STATIC_CHECK_FAILED = "static_check_failed"
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing to profile: a file, with its kernel filter, metric set and tags."""
+    """One thing to do: a file, its task, with its kernel filter, metric set and tags."""
 
     name: str
     path: Path
@@ -89,15 +107,24 @@ class Problem:
     kernel_regex: str = ""
     metric_set: str = ""
     tags: Mapping[str, str] = field(default_factory=dict)
+    task: str = "profile"
 
     @property
     def key(self) -> str:
-        """What makes a problem the same on a rerun: relative path, content, metric set and kernel filter."""
-        identity = json.dumps([self.name, self.digest, self.metric_set, self.kernel_regex])
+        """What makes a problem the same on a rerun: relative path, content, metric set, kernel filter, task."""
+        parts = [self.name, self.digest, self.metric_set, self.kernel_regex]
+        # A profile's key is the one checkpoints held before tasks existed: they still resume.
+        identity = json.dumps(parts if self.task == "profile" else [*parts, self.task])
         return hashlib.sha256(identity.encode()).hexdigest()
 
+    @property
+    def needs_gpu(self) -> bool:
+        """True for the tasks that run on a GPU."""
+        return self.task in GPU_TASKS
 
-ProfileFn = Callable[[Problem], ProfileResult]
+
+ProblemResult = ProfileResult | StaticCheckResult
+ProfileFn = Callable[[Problem], ProblemResult]
 
 
 @dataclass(frozen=True)
@@ -135,11 +162,16 @@ def _digest(path: Path) -> str:
         raise errors.InvalidRequest(f"cannot read problem file {path}: {error.strerror}") from None
 
 
-def _from_directory(root: Path, kernel_regex: str, metric_set: str) -> list[Problem]:
+def _task_of(name: str, task: str) -> str:
+    """A report is analyzed; a source file gets the task asked for (profile by default)."""
+    return "analyze" if name.endswith(REPORT_SUFFIX) else task
+
+
+def _from_directory(root: Path, kernel_regex: str, metric_set: str, task: str) -> list[Problem]:
     files = sorted(
         path
         for path in root.rglob("*")
-        if path.suffix in PROBLEM_SUFFIXES
+        if (path.suffix in PROBLEM_SUFFIXES or path.name.endswith(REPORT_SUFFIX))
         and path.is_file()
         and not any(part.startswith(".") or part == "__pycache__" for part in path.relative_to(root).parts)
     )
@@ -151,10 +183,12 @@ def _from_directory(root: Path, kernel_regex: str, metric_set: str) -> list[Prob
             # Its name could not go into the results table or a request: say so before any work.
             shown = name.encode("utf-8", "backslashreplace").decode()
             raise errors.InvalidRequest(f"{shown}: the file name is not UTF-8; rename it") from None
-    return [Problem(name, path, _digest(path), kernel_regex, metric_set) for name, path in named]
+    return [
+        Problem(name, path, _digest(path), kernel_regex, metric_set, task=_task_of(name, task)) for name, path in named
+    ]
 
 
-def _manifest_entry(manifest: Path, number: int, line: str, kernel_regex: str, metric_set: str) -> Problem:
+def _manifest_entry(manifest: Path, number: int, line: str, kernel_regex: str, metric_set: str, task: str) -> Problem:
     where = f"{manifest.name}:{number}"
     try:
         entry = json.loads(line)
@@ -162,49 +196,62 @@ def _manifest_entry(manifest: Path, number: int, line: str, kernel_regex: str, m
         raise errors.InvalidRequest(f"{where}: not JSON: {error.msg}") from None
     if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
         raise errors.InvalidRequest(f'{where}: each line is an object with a "file" string')
-    unknown = set(entry) - {"file", "kernel", "metric_set", "tags"}
+    unknown = set(entry) - {"file", "kernel", "metric_set", "tags", "task"}
     if unknown:
         raise errors.InvalidRequest(f"{where}: unknown keys {', '.join(sorted(unknown))}")
     tags = entry.get("tags", {})
     if not isinstance(tags, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
         raise errors.InvalidRequest(f'{where}: "tags" must map strings to strings')
-    for key in ("kernel", "metric_set"):
+    for key in ("kernel", "metric_set", "task"):
         if not isinstance(entry.get(key, ""), str):
             raise errors.InvalidRequest(f'{where}: "{key}" must be a string')
+    name = Path(entry["file"]).as_posix()
+    chosen = entry.get("task", _task_of(name, task))
+    if chosen not in TASKS:
+        raise errors.InvalidRequest(f'{where}: "task" is one of {", ".join(TASKS)}, not {chosen!r}')
+    if (chosen == "analyze") != name.endswith(REPORT_SUFFIX):
+        raise errors.InvalidRequest(f"{where}: a {REPORT_SUFFIX} report is analyzed; analyze takes nothing else")
     path = manifest.parent / entry["file"]
     return Problem(
-        Path(entry["file"]).as_posix(),
+        name,
         path,
         _digest(path),
         entry.get("kernel", kernel_regex),
         entry.get("metric_set", metric_set),
         tags,
+        chosen,
     )
 
 
-def discover(source: Path, *, kernel_regex: str = "", metric_set: str = "") -> list[Problem]:
-    """The problems of a directory or a JSONL manifest; --kernel and --metric-set are the defaults."""
+def discover(source: Path, *, kernel_regex: str = "", metric_set: str = "", task: str = "profile") -> list[Problem]:
+    """The problems of a directory or a JSONL manifest; --kernel, --metric-set and --task are the defaults.
+
+    `task` applies to source files (profile or lint); a .ncu-rep is always analyzed.
+    """
+    if task not in ("profile", "lint"):
+        raise errors.InvalidRequest(f"--task is profile or lint, not {task!r} (a .ncu-rep is analyzed by itself)")
     if source.is_dir():
-        problems = _from_directory(source, kernel_regex, metric_set)
+        problems = _from_directory(source, kernel_regex, metric_set, task)
     elif source.is_file():
         try:
             lines = source.read_text(encoding="utf-8").splitlines()
         except UnicodeDecodeError:
             raise errors.InvalidRequest(f"{source}: a manifest is JSON lines in UTF-8") from None
         problems = [
-            _manifest_entry(source, number, line, kernel_regex, metric_set)
+            _manifest_entry(source, number, line, kernel_regex, metric_set, task)
             for number, line in enumerate(lines, start=1)
             if line.strip()
         ]
     else:
         raise errors.InvalidRequest(f"{source} is neither a directory of problems nor a JSONL manifest")
     if not problems:
-        raise errors.InvalidRequest(f"no problems in {source} (*.py or *.cu files, or manifest lines)")
+        raise errors.InvalidRequest(f"no problems in {source} (*.py, *.cu or *.ncu-rep files, or manifest lines)")
     seen: dict[str, str] = {}
     for problem in problems:
         if problem.key in seen:
             raise errors.InvalidRequest(
-                f"{problem.name} appears twice with the same metric set and kernel filter (also as {seen[problem.key]})"
+                f"{problem.name} appears twice with the same task, metric set and kernel filter"
+                f" (also as {seen[problem.key]})"
             )
         seen[problem.key] = problem.name
     return problems
@@ -238,35 +285,46 @@ def _trim_cut_line(path: Path) -> None:
                 handle.truncate(data.rfind(b"\n") + 1)
 
 
+def run_task(client: ProfilerClient, problem: Problem, content: bytes) -> ProblemResult:
+    """Do one problem's task on the server, the file's content given (read where the batch runs)."""
+    kernel_filter = KernelFilter(name_regex=problem.kernel_regex)
+    if problem.task == "analyze":
+        return client.analyze(content, kernel_filter=kernel_filter)
+    source = KernelSource(main=SourceFile(name=Path(problem.name).name, content=content))
+    if problem.task == "lint":
+        return client.static_check(source)
+    return client.profile(source, kernel_filter=kernel_filter, metric_set=problem.metric_set)
+
+
 def profile_with(client: ProfilerClient) -> ProfileFn:
-    """The per-problem function of a real batch: profile the file on the server."""
-
-    def profile(problem: Problem) -> ProfileResult:
-        return client.profile(
-            load_source(problem.path),
-            kernel_filter=KernelFilter(name_regex=problem.kernel_regex),
-            metric_set=problem.metric_set,
-        )
-
-    return profile
+    """The per-problem function of a real batch: read the file, do its task on the server."""
+    return lambda problem: run_task(client, problem, problem.path.read_bytes())
 
 
-def _record(problem: Problem, result: ProfileResult | None, status: str, error: str, seconds: float) -> dict[str, Any]:
+def record_of(
+    problem: Problem, result: ProblemResult | None, status: str, error: str, seconds: float
+) -> dict[str, Any]:
+    """A problem's checkpoint record (`result` None: it failed before the server answered)."""
     record: dict[str, Any] = {
         "key": problem.key,
         "problem": problem.name,
+        "task": problem.task,
         "metric_set": problem.metric_set,
         "kernel_regex": problem.kernel_regex,
         "tags": dict(problem.tags),
         "status": status,
         "error": error,
+        "findings": [],
+        "worker": "",
         "wall_seconds": seconds,
         "compile_seconds": None,
         "ncu_seconds": None,
         "units": {},
         "kernels": [],
     }
-    if result is not None:
+    if isinstance(result, StaticCheckResult):
+        record["findings"] = [finding.model_dump() for finding in result.findings]
+    elif result is not None:
         record["compile_seconds"] = result.compile.seconds
         record["ncu_seconds"] = result.ncu.seconds
         for kernel in result.kernels:
@@ -281,17 +339,25 @@ def _record(problem: Problem, result: ProfileResult | None, status: str, error: 
     return record
 
 
+def _outcome(result: ProblemResult) -> tuple[str, str]:
+    """A result's status and error text."""
+    if isinstance(result, StaticCheckResult):
+        failing = [f"{f.line}:{f.column}: [{f.rule_id}] {f.message}" for f in result.findings if f.severity == "error"]
+        return ("ok", "") if result.ok else (STATIC_CHECK_FAILED, "; ".join(failing))
+    return ("ok" if result.ok else result.error.kind or "failed"), result.error.message
+
+
 def run_one(profile: ProfileFn, problem: Problem) -> dict[str, Any]:
-    """Profile one problem; its outcome, success or not, as a checkpoint record."""
+    """Do one problem's task; its outcome, success or not, as a checkpoint record."""
     start = time.monotonic()
     try:
         result = profile(problem)
     except errors.ProfsvcError as error:
-        return _record(problem, None, error.reason.value, error.message, time.monotonic() - start)
+        return record_of(problem, None, error.reason.value, error.message, time.monotonic() - start)
     except OSError as error:
-        return _record(problem, None, READ_ERROR, str(error), time.monotonic() - start)
-    status = "ok" if result.ok else result.error.kind or "failed"
-    return _record(problem, result, status, result.error.message, time.monotonic() - start)
+        return record_of(problem, None, READ_ERROR, str(error), time.monotonic() - start)
+    status, error_text = _outcome(result)
+    return record_of(problem, result, status, error_text, time.monotonic() - start)
 
 
 class ProgressBar:
@@ -350,8 +416,9 @@ def _table(records: Iterable[Mapping[str, Any]]) -> pyarrow.Table:
     units: dict[str, str] = {}
     for record in records:
         units.update(record["units"])
-        common = {name: record[name] for name in COLUMNS if name in record}
+        common = {name: record.get(name, COLUMN_DEFAULTS.get(name)) for name in COLUMNS}
         common["tags"] = json.dumps(record["tags"], sort_keys=True)
+        common["findings"] = json.dumps(common["findings"])
         for kernel in record["kernels"] or [{"kernel": "", "launch_index": None, "figures": {}}]:
             rows.append(
                 {**common, "kernel": kernel["kernel"], "launch_index": kernel["launch_index"]} | kernel["figures"]
@@ -378,6 +445,52 @@ def write_results(problems: Iterable[Problem], records: Mapping[str, Mapping[str
     return table.num_rows
 
 
+class Checkpoint:
+    """The run's checkpoint: the problems still to do, and each finished one appended at once, synced."""
+
+    def __init__(self, problems: list[Problem], out: Path) -> None:
+        if out.is_dir():
+            # Found now, not after every problem has been done.
+            raise errors.InvalidRequest(f"--out {out} is a folder: name the parquet file to write")
+        require_table_libraries()
+        self.problems = problems
+        self.out = out
+        self.path = checkpoint_path(out)
+        self.start = time.monotonic()
+        _trim_cut_line(self.path)
+        finished = {
+            key for key, record in read_checkpoint(self.path).items() if record["status"] not in RETRIED_ON_RERUN
+        }
+        self.todo = [problem for problem in problems if problem.key not in finished]
+        out.parent.mkdir(parents=True, exist_ok=True)
+        self._sink: IO[str] | None = None
+
+    def __enter__(self) -> Checkpoint:
+        self._sink = self.path.open("a")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._sink is not None:
+            self._sink.close()
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        """Append one finished problem."""
+        assert self._sink is not None, "add() inside `with checkpoint:`"
+        self._sink.write(json.dumps(record) + "\n")
+        self._sink.flush()
+        # A crash of the machine, not only of this process, must not lose a finished problem.
+        os.fsync(self._sink.fileno())
+
+    def finish(self) -> BatchSummary:
+        """Write the parquet from the checkpoint; what the run did."""
+        records = read_checkpoint(self.path)
+        rows = write_results(self.problems, records, self.out)
+        statuses = Counter(records[problem.key]["status"] for problem in self.problems)
+        ok = statuses.pop("ok", 0)
+        total = len(self.problems)
+        return BatchSummary(total, total - len(self.todo), ok, statuses, time.monotonic() - self.start, rows, self.out)
+
+
 def run_batch(
     problems: list[Problem],
     out: Path,
@@ -386,31 +499,20 @@ def run_batch(
     concurrency: int = 4,
     stream: IO[str] | None = None,
 ) -> BatchSummary:
-    """Profile the problems the checkpoint lacks, `concurrency` at a time, then write the parquet.
+    """Do the problems the checkpoint lacks, `concurrency` at a time, then write the parquet.
 
     `profile` is the per-problem call (`profile_with(client)` for a real batch). An interruption
     (KeyboardInterrupt included) leaves the checkpoint holding every problem finished so far.
     """
     if concurrency < 1:
         raise errors.InvalidRequest("--concurrency must be at least 1")
-    if out.is_dir():
-        # Found now, not after every problem has been profiled.
-        raise errors.InvalidRequest(f"--out {out} is a folder: name the parquet file to write")
-    require_table_libraries()
-    start = time.monotonic()
-    checkpoint = checkpoint_path(out)
-    _trim_cut_line(checkpoint)
-    finished = {
-        key: record for key, record in read_checkpoint(checkpoint).items() if record["status"] not in RETRIED_ON_RERUN
-    }
-    todo = [problem for problem in problems if problem.key not in finished]
-    progress = ProgressBar(len(todo), stream)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    checkpoint = Checkpoint(problems, out)
+    progress = ProgressBar(len(checkpoint.todo), stream)
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="profsvc-batch")
     try:
-        with checkpoint.open("a") as sink:
+        with checkpoint:
             # At most `concurrency` calls in flight: nothing queues up behind an interruption.
-            queue = iter(todo)
+            queue = iter(checkpoint.todo)
             pending: set[Future[dict[str, Any]]] = set()
             while True:
                 pending |= {
@@ -421,20 +523,13 @@ def run_batch(
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
                     record = future.result()
-                    sink.write(json.dumps(record) + "\n")
-                    sink.flush()
-                    # A crash of the machine, not only of this process, must not lose a finished problem.
-                    os.fsync(sink.fileno())
+                    checkpoint.add(record)
                     progress.update(record["status"] == "ok")
     finally:
         # Never wait here for calls in flight: after an interruption the caller closes the channel, which ends them.
         pool.shutdown(wait=False, cancel_futures=True)
         progress.close()
-    records = read_checkpoint(checkpoint)
-    rows = write_results(problems, records, out)
-    statuses = Counter(records[problem.key]["status"] for problem in problems)
-    ok = statuses.pop("ok", 0)
-    return BatchSummary(len(problems), len(problems) - len(todo), ok, statuses, time.monotonic() - start, rows, out)
+    return checkpoint.finish()
 
 
 def read_results(path: str | Path) -> pandas.DataFrame:
@@ -457,13 +552,10 @@ def read_results(path: str | Path) -> pandas.DataFrame:
     return frame
 
 
-def run_command(
-    client: ProfilerClient, source: Path, out: Path, *, concurrency: int, metric_set: str, kernel_regex: str
-) -> int:
+def run_command(run: Callable[[], BatchSummary], out: Path) -> int:
     """`profsvc batch`: run, print the one-line summary on stderr; exit 0, or 1 when a problem failed."""
-    problems = discover(source, kernel_regex=kernel_regex, metric_set=metric_set)
     try:
-        summary = run_batch(problems, out, profile_with(client), concurrency=concurrency)
+        summary = run()
     except KeyboardInterrupt:
         held = len(read_checkpoint(checkpoint_path(out)))
         print(
@@ -477,7 +569,9 @@ def run_command(
 
 __all__ = [
     "COLUMNS",
+    "TASKS",
     "BatchSummary",
+    "Checkpoint",
     "Problem",
     "ProgressBar",
     "checkpoint_path",
@@ -485,8 +579,10 @@ __all__ = [
     "profile_with",
     "read_checkpoint",
     "read_results",
+    "record_of",
     "run_batch",
     "run_command",
     "run_one",
+    "run_task",
     "write_results",
 ]

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from profsvc_client import errors
 from profsvc_client.client import ProfilerClient, load_source
@@ -232,12 +236,36 @@ def build_parser() -> argparse.ArgumentParser:
     _add_connection(mcp)
 
     batch = commands.add_parser("batch", help="profile many problems into one parquet table (resumable)")
-    batch.add_argument("input", type=Path, help="directory of *.py / *.cu problems, or a JSONL manifest")
+    batch.add_argument("input", type=Path, help="directory of *.py / *.cu problems and *.ncu-rep, or a JSONL manifest")
     batch.add_argument("--out", type=Path, required=True, help="the parquet to write (checkpoint: OUT.partial.jsonl)")
     batch.add_argument("--concurrency", type=int, default=4, help="problems in flight at once (default 4)")
     batch.add_argument("--metric-set", default="", help="metric set for problems that name none")
     batch.add_argument("--kernel", default="", help="kernel name regex for problems that name none")
+    batch.add_argument(
+        "--task", choices=("profile", "lint"), default="profile", help="for *.py / *.cu (a .ncu-rep is analyzed)"
+    )
+    batch.add_argument(
+        "--cluster", default="", help="run on a Dask cluster: its scheduler (tcp://HOST:8786) or 'local'"
+    )
+    batch.add_argument("--gpus", type=int, default=None, help="with --cluster local: GPUs to use (default all)")
+    batch.add_argument(
+        "--per-gpu", type=int, choices=(1, 2, 4), default=2, help="with --cluster: problems at once per GPU (default 2)"
+    )
     _add_connection(batch)
+
+    cluster = commands.add_parser("cluster", help="start a Dask cluster for `profsvc batch --cluster`")
+    kinds = cluster.add_subparsers(dest="cluster_kind", required=True)
+    local = kinds.add_parser("local", help="this host: a worker per GPU (CUDA_VISIBLE_DEVICES set, GPU=1 declared)")
+    local.add_argument("--gpus", type=int, default=None, help="GPUs to use (default all nvidia-smi lists)")
+    local.add_argument("--cpu-workers", type=int, default=0, help="workers without a GPU, for lint and analyze")
+    local.add_argument("--host", default="127.0.0.1", help="address of the scheduler and workers (default loopback)")
+    local.add_argument("--port", type=_port, default=8786, help="the scheduler's port (default 8786)")
+    local.add_argument("--dashboard-port", type=_port, default=8787, help="the Dask dashboard's port (default 8787)")
+    local.add_argument("--state-dir", type=Path, default=None, help="build cache and the workers' state (as serve)")
+    local.add_argument("--no-warm-workers", action="store_true", help="the workers' services keep nothing warm")
+    local.add_argument(
+        "--insecure", action="store_true", help="allow a non-loopback --host (Dask runs what any caller sends)"
+    )
     return parser
 
 
@@ -439,26 +467,78 @@ def _mcp(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _dask_module(name: str) -> Any:
+    """A module of ours that needs Dask, or the one-line error saying how to install it."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if (error.name or "").partition(".")[0] not in ("dask", "distributed"):
+            raise
+        raise errors.PreconditionFailed(
+            "Dask clusters need dask and distributed: pip install 'profsvc-client[cluster]'", errors.Reason.UNAVAILABLE
+        ) from None
+
+
+def _batch(args: argparse.Namespace) -> int:
+    from profsvc_client.batch import discover, profile_with, run_batch, run_command
+
+    problems = discover(args.input, kernel_regex=args.kernel, metric_set=args.metric_set, task=args.task)
+    if not args.cluster:
+        if args.gpus is not None:
+            raise errors.InvalidRequest("--gpus goes with --cluster local")
+        with connect(args) as client:
+            return run_command(
+                lambda: run_batch(problems, args.out, profile_with(client), concurrency=args.concurrency), args.out
+            )
+    if args.server:
+        raise errors.InvalidRequest("--server and --cluster: the cluster's workers run the service; give one")
+    cluster_batch = _dask_module("profsvc_client.cluster_batch")
+    return run_command(
+        lambda: cluster_batch.batch_on_cluster(
+            problems, args.out, args.cluster, per_gpu=args.per_gpu, concurrency=args.concurrency, gpus=args.gpus
+        ),
+        args.out,
+    )
+
+
+def _cluster(args: argparse.Namespace) -> int:
+    cluster_local = _dask_module("profsvc_client.cluster_local")
+    if not cluster_local.is_loopback(args.host) and not args.insecure:
+        raise errors.InvalidRequest(
+            f"refusing to serve a Dask scheduler on {args.host}: it runs whatever code a caller sends."
+            " Keep it on loopback (SSH tunnel), or pass --insecure on a network only trusted hosts reach"
+        )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with cluster_local.local_cluster(
+        gpus=args.gpus,
+        cpu_workers=args.cpu_workers,
+        state_dir=args.state_dir,
+        warm_workers=not args.no_warm_workers,
+        host=args.host,
+        port=args.port,
+        dashboard_port=args.dashboard_port,
+    ) as cluster:
+        print(cluster_local.describe(cluster), flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            stop.wait()
+    print("profsvc cluster: stopped", file=sys.stderr)
+    return EXIT_OK
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute one parsed command; return the exit code."""
     if args.command == "serve":
         return _serve(args)
     if args.command == "mcp":
         return _mcp(args)
+    if args.command == "batch":
+        return _batch(args)
+    if args.command == "cluster":
+        return _cluster(args)
     # A policy file is read (and rejected) before any server is reached or started.
     policy = build_policy(args.policy, args.rule_severities) if args.command in ("lint", "evaluate") else None
     with connect(args) as client:
-        if args.command == "batch":
-            from profsvc_client.batch import run_command
-
-            return run_command(
-                client,
-                args.input,
-                args.out,
-                concurrency=args.concurrency,
-                metric_set=args.metric_set,
-                kernel_regex=args.kernel,
-            )
         if args.command == "capabilities":
             capabilities = client.capabilities()
             print(capabilities.model_dump_json(indent=2))

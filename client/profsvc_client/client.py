@@ -49,9 +49,20 @@ CHANNEL_OPTIONS = [
 ]
 
 
-def service_config(load_balancing: str) -> str:
-    """The `grpc.service_config` channel option that picks a load-balancing policy (e.g. "round_robin")."""
-    return json.dumps({"loadBalancingConfig": [{load_balancing: {}}]})
+# The service whose health a several-server channel watches (the server marks it NOT_SERVING while it drains).
+HEALTH_SERVICE = "profsvc.v1.Profiler"
+
+
+def service_config(load_balancing: str, *, health_check: bool = False) -> str:
+    """The `grpc.service_config` channel option that picks a load-balancing policy (e.g. "round_robin").
+
+    With `health_check`, the channel watches each server's standard health service and sends calls only to those
+    that answer SERVING: a server that drains or dies leaves the rotation as soon as its health stream says so.
+    """
+    config: dict[str, object] = {"loadBalancingConfig": [{load_balancing: {}}]}
+    if health_check:
+        config["healthCheckConfig"] = {"serviceName": HEALTH_SERVICE}
+    return json.dumps(config)
 
 
 def multi_address_target(servers: str) -> str:
@@ -216,9 +227,15 @@ def analyze_requests(
 
 
 def channel_setup(
-    target: str, load_balancing: str | None, options: Sequence[tuple[str, str | int]]
+    target: str, load_balancing: str | None, options: Sequence[tuple[str, str | int]], *, health_check: bool = True
 ) -> tuple[str, list[tuple[str, str | int]]]:
-    """The channel target and options: several HOST:PORTs become one round_robin channel."""
+    """The channel target and options: several HOST:PORTs become one round_robin channel, health-checked.
+
+    `health_check` False leaves the check out: gRPC's health-check calls carry no call metadata, so they cannot
+    pass a server that asks every call for a token. Such a channel routes by connection state alone (a dead
+    server leaves the rotation when its connection drops; a draining one answers UNAVAILABLE, and the call is
+    made again on another).
+    """
     for address in target.split(","):
         port = address.strip().rsplit(":", 1)[-1] if ":" in address else ""
         # grpc would take port 99999 modulo 65536 and connect somewhere else without a word.
@@ -229,8 +246,10 @@ def channel_setup(
         # TLS checks certificates against the channel's authority: keep the first name, not an address.
         channel_options.append(("grpc.default_authority", target.split(",")[0].strip()))
         target, load_balancing = multi_address_target(target), load_balancing or "round_robin"
+    else:
+        health_check = False
     if load_balancing:
-        channel_options.append(("grpc.service_config", service_config(load_balancing)))
+        channel_options.append(("grpc.service_config", service_config(load_balancing, health_check=health_check)))
     return target, channel_options
 
 
@@ -257,6 +276,21 @@ def _translated() -> Iterator[None]:
         raise translate_error(error) from None
 
 
+def server_gone(error: grpc.RpcError) -> bool:
+    """True for a call whose server went away or refused it while draining (UNAVAILABLE): another may answer."""
+    return hasattr(error, "code") and error.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def retries_for(servers: int) -> int:
+    """How often a call that found its server gone is made again: once per server where several can answer.
+
+    gRPC's own retry policy cannot cover these calls: a streamed call is committed at its first progress event,
+    and a request over the retry buffer (a report) at once. The health check takes a dead server out of the
+    rotation, so the next try goes to a live one; the tries beyond one cover a pick made just before it did.
+    """
+    return servers if servers > 1 else 0
+
+
 class _Connection:
     """The channel, stub and call settings both clients share; `_transport` is grpc or grpc.aio."""
 
@@ -273,9 +307,11 @@ class _Connection:
         load_balancing: str | None = None,
         options: Sequence[tuple[str, str | int]] = (),
     ) -> None:
-        target, channel_options = channel_setup(target, load_balancing, options)
+        target, channel_options = channel_setup(target, load_balancing, options, health_check=token is None)
         self.target = target
         self.timeout = timeout
+        # A call that finds its server gone is made again, where several servers can answer it.
+        self.retries = retries_for(target.count(",") + 1 if target.startswith(("ipv4:", "ipv6:")) else 1)
         self._metadata = auth_metadata(token)
         self._channel = open_channel(self._transport, target, tls, root_certificates, channel_options)
         self._stub = pb_grpc.ProfilerStub(self._channel)
@@ -303,17 +339,12 @@ class ProfilerClient(_Connection):
 
     def capabilities(self) -> Capabilities:
         """The server's GPUs, versions and metric sets."""
-        with _translated():
-            reply = self._stub.GetCapabilities(
-                pb.GetCapabilitiesRequest(), metadata=self._metadata, timeout=self.timeout
-            )
-        return to_model(reply, Capabilities)
+        return to_model(self._unary(self._stub.GetCapabilities, pb.GetCapabilitiesRequest()), Capabilities)
 
     def compile(self, source: KernelSource) -> CompileResult:
         """Build a source; a compile error comes back as `ok=False` with diagnostics."""
         request = pb.CompileRequest(source=to_proto(source, pb.KernelSource))
-        with _translated():
-            reply = self._stub.Compile(request, metadata=self._metadata, timeout=self.timeout)
+        reply = self._unary(self._stub.Compile, request)
         return to_model(reply.result, CompileResult)
 
     def profile(
@@ -339,34 +370,51 @@ class ProfilerClient(_Connection):
         result_type: type[R],
         on_progress: Callable[[Progress], None] | None,
     ) -> R:
-        """Call a server-streaming RPC: hand progress events over, return the final result."""
-        with _translated():
-            for event in method(request, metadata=self._metadata, timeout=self.timeout):
-                if event.HasField("result"):
-                    return to_model(event.result, result_type)
-                if on_progress is not None:
-                    on_progress(to_model(event.progress, Progress))
-        raise errors.InternalError("the server closed the stream without a result")
+        """Call a server-streaming RPC: hand progress events over, return the final result.
+
+        Where several servers can answer, a stream cut by its server's death is made again from the start
+        (`on_progress` then sees the stages again).
+        """
+        retries = self.retries
+        while True:
+            try:
+                for event in method(request, metadata=self._metadata, timeout=self.timeout):
+                    if event.HasField("result"):
+                        return to_model(event.result, result_type)
+                    if on_progress is not None:
+                        on_progress(to_model(event.progress, Progress))
+                raise errors.InternalError("the server closed the stream without a result")
+            except grpc.RpcError as error:
+                if not (retries and server_gone(error)):
+                    raise translate_error(error) from None
+                retries -= 1
+
+    def _unary(self, method: Callable[..., Any], request: Message | None) -> Any:
+        """Call a unary RPC; where several servers can answer, again on another when its server is gone."""
+        retries = self.retries
+        while True:
+            try:
+                return method(request, metadata=self._metadata, timeout=self.timeout)
+            except grpc.RpcError as error:
+                if not (retries and server_gone(error)):
+                    raise translate_error(error) from None
+                retries -= 1
 
     def static_check(self, source: KernelSource, *, policy: StaticPolicy | None = None) -> StaticCheckResult:
         """AST rules for benchmark gaming over the candidate; nothing runs. `policy`: per-rule severities."""
-        request = static_check_request(source, policy)
-        with _translated():
-            reply = self._stub.StaticCheck(request, metadata=self._metadata, timeout=self.timeout)
+        reply = self._unary(self._stub.StaticCheck, static_check_request(source, policy))
         return to_model(reply.result, StaticCheckResult)
 
     def check_correctness(self, source: KernelSource, *, trials: int = 0) -> CorrectnessResult:
         """Run the candidate against the reference on fresh inputs (`trials` 0: the server's default, 5)."""
         request = trials_request(pb.CheckCorrectnessRequest, source, trials)
-        with _translated():
-            reply = self._stub.CheckCorrectness(request, metadata=self._metadata, timeout=self.timeout)
+        reply = self._unary(self._stub.CheckCorrectness, request)
         return to_model(reply.result, CorrectnessResult)
 
     def benchmark(self, source: KernelSource, *, trials: int = 0) -> BenchmarkResult:
         """Time candidate and reference the same way (`trials` timed calls each; 0: the server's default)."""
         request = trials_request(pb.BenchmarkRequest, source, trials)
-        with _translated():
-            reply = self._stub.Benchmark(request, metadata=self._metadata, timeout=self.timeout)
+        reply = self._unary(self._stub.Benchmark, request)
         return to_model(reply.result, BenchmarkResult)
 
     def evaluate(
@@ -390,9 +438,11 @@ class ProfilerClient(_Connection):
         self, report: bytes | str | Path, *, kernel_filter: KernelFilter | None = None, session_id: str = ""
     ) -> ProfileResult:
         """Analyze an existing .ncu-rep (a path or its bytes) on the server (a session adds a delta table)."""
-        requests = analyze_requests(report, kernel_filter, session_id)
-        with _translated():
-            reply = self._stub.Analyze(requests, metadata=self._metadata, timeout=self.timeout)
+        # The pieces are made again for each try: a stream is not replayed.
+        reply = self._unary(
+            lambda _, **options: self._stub.Analyze(analyze_requests(report, kernel_filter, session_id), **options),
+            None,
+        )
         return to_model(reply.result, ProfileResult)
 
     def download_artifact(self, artifact_id: str, destination: str | Path) -> Path:

@@ -25,8 +25,9 @@ class BuildCache:
     """Build directories keyed by content, under one root."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self.root.mkdir(parents=True, exist_ok=True)
+        # Its real path: jails mount it read-only there (a linked cache, shared by a node's workers, too).
+        root.mkdir(parents=True, exist_ok=True)
+        self.root = root.resolve()
 
     def directory(self, key: str) -> Path:
         """The build directory of a key (created on demand)."""

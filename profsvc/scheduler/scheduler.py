@@ -151,7 +151,9 @@ class Scheduler:
         self._admitted = 0
         self._waiting_for_gpu = 0
         self.standby = StandbyPool(config.state_dir / "standby")
-        self.index = BuildCacheIndex(config.cache_dir, config.state_dir / "index")
+        index_root = config.state_dir / "index"
+        index_root.mkdir(parents=True, exist_ok=True)
+        self.index = BuildCacheIndex(self.cache.root, index_root.resolve())
         self.builds = BuildService(self.index, self._run_builder)
         self.cells = Cells(
             config.state_dir / "cells",

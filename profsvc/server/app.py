@@ -204,9 +204,13 @@ class EmbeddedServer:
     through one code path (the gRPC client).
     """
 
-    def __init__(self, config: ServerConfig) -> None:
-        # One process's commands: nothing to keep warm for (a warm worker pays off from the second job).
-        self._config = config.model_copy(update={"host": "127.0.0.1", "port": 0, "warm_workers": False})
+    def __init__(self, config: ServerConfig, *, keep_warm: bool = False) -> None:
+        # One command's process: nothing to keep warm for (a warm worker pays off from the second job). A Dask
+        # worker's service (profsvc.cluster) runs many jobs: it keeps them warm.
+        update: dict[str, object] = {"host": "127.0.0.1", "port": 0}
+        if not keep_warm:
+            update["warm_workers"] = False
+        self._config = config.model_copy(update=update)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="profsvc-embedded", daemon=True)
         self._running: RunningServer | None = None

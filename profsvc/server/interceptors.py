@@ -4,6 +4,7 @@ UNKNOWN with a Python exception name and log a traceback per request)."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -120,7 +121,12 @@ class RequestInterceptor(grpc.aio.ServerInterceptor):
         streaming = handler.request_streaming
         if handler.response_streaming:
             behavior = handler.stream_stream if streaming else handler.unary_stream
-            wrapped: Callable[..., Any] = self._streaming(behavior, method, streaming)
+            # A coroutine handler writes its messages with context.write (the health service's Watch, which
+            # a channel's health check calls): awaited like a single-answer one, not iterated.
+            if inspect.iscoroutinefunction(behavior):
+                wrapped: Callable[..., Any] = self._single(behavior, method, streaming)
+            else:
+                wrapped = self._streaming(behavior, method, streaming)
         else:
             behavior = handler.stream_unary if streaming else handler.unary_unary
             wrapped = self._single(behavior, method, streaming)
