@@ -22,6 +22,15 @@ class SourceKind(enum.StrEnum):
     UNSPECIFIED = "unspecified"
     PYTHON_PROBLEM = "python_problem"
     CUDA_PROGRAM = "cuda_program"
+    PYTHON_PROGRAM = "python_program"
+
+
+class Target(enum.StrEnum):
+    """Which model of a Python problem runs."""
+
+    UNSPECIFIED = "unspecified"
+    CANDIDATE = "candidate"
+    REFERENCE = "reference"
 
 
 class Stage(enum.StrEnum):
@@ -59,6 +68,8 @@ class KernelSource(_Model):
     main: SourceFile = Field(default_factory=SourceFile)
     reference: SourceFile = Field(default_factory=SourceFile)
     nvcc_flags: list[str] = Field(default_factory=list)
+    target: Target = Target.UNSPECIFIED
+    args: list[str] = Field(default_factory=list)
 
 
 class KernelFilter(_Model):
@@ -335,6 +346,7 @@ class ProfileResult(_Model):
     aggregate: Aggregate = Field(default_factory=Aggregate)
     delta: list[DeltaRow] = Field(default_factory=list)
     session_id: str = ""
+    target: str = ""
 
 
 class StaticFinding(_Model):

@@ -13,6 +13,13 @@ class SourceKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SOURCE_KIND_UNSPECIFIED: _ClassVar[SourceKind]
     SOURCE_KIND_PYTHON_PROBLEM: _ClassVar[SourceKind]
     SOURCE_KIND_CUDA_PROGRAM: _ClassVar[SourceKind]
+    SOURCE_KIND_PYTHON_PROGRAM: _ClassVar[SourceKind]
+
+class Target(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TARGET_UNSPECIFIED: _ClassVar[Target]
+    TARGET_CANDIDATE: _ClassVar[Target]
+    TARGET_REFERENCE: _ClassVar[Target]
 
 class Severity(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -33,6 +40,10 @@ class Stage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 SOURCE_KIND_UNSPECIFIED: SourceKind
 SOURCE_KIND_PYTHON_PROBLEM: SourceKind
 SOURCE_KIND_CUDA_PROGRAM: SourceKind
+SOURCE_KIND_PYTHON_PROGRAM: SourceKind
+TARGET_UNSPECIFIED: Target
+TARGET_CANDIDATE: Target
+TARGET_REFERENCE: Target
 SEVERITY_UNSPECIFIED: Severity
 SEVERITY_ERROR: Severity
 SEVERITY_WARNING: Severity
@@ -54,16 +65,20 @@ class SourceFile(_message.Message):
     def __init__(self, name: _Optional[str] = ..., content: _Optional[bytes] = ...) -> None: ...
 
 class KernelSource(_message.Message):
-    __slots__ = ("kind", "main", "reference", "nvcc_flags")
+    __slots__ = ("kind", "main", "reference", "nvcc_flags", "target", "args")
     KIND_FIELD_NUMBER: _ClassVar[int]
     MAIN_FIELD_NUMBER: _ClassVar[int]
     REFERENCE_FIELD_NUMBER: _ClassVar[int]
     NVCC_FLAGS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
     kind: SourceKind
     main: SourceFile
     reference: SourceFile
     nvcc_flags: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, kind: _Optional[_Union[SourceKind, str]] = ..., main: _Optional[_Union[SourceFile, _Mapping]] = ..., reference: _Optional[_Union[SourceFile, _Mapping]] = ..., nvcc_flags: _Optional[_Iterable[str]] = ...) -> None: ...
+    target: Target
+    args: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, kind: _Optional[_Union[SourceKind, str]] = ..., main: _Optional[_Union[SourceFile, _Mapping]] = ..., reference: _Optional[_Union[SourceFile, _Mapping]] = ..., nvcc_flags: _Optional[_Iterable[str]] = ..., target: _Optional[_Union[Target, str]] = ..., args: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class KernelFilter(_message.Message):
     __slots__ = ("nvtx_include", "name_regex", "launch_count", "launch_skip")
@@ -466,7 +481,7 @@ class JobError(_message.Message):
     def __init__(self, kind: _Optional[str] = ..., message: _Optional[str] = ..., stage: _Optional[_Union[Stage, str]] = ..., kernel: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class ProfileResult(_message.Message):
-    __slots__ = ("ok", "job_id", "device", "kernels", "compile", "artifacts", "ncu", "error", "report_text", "warnings", "aggregate", "delta", "session_id")
+    __slots__ = ("ok", "job_id", "device", "kernels", "compile", "artifacts", "ncu", "error", "report_text", "warnings", "aggregate", "delta", "session_id", "target")
     OK_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
@@ -480,6 +495,7 @@ class ProfileResult(_message.Message):
     AGGREGATE_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     job_id: str
     device: DeviceInfo
@@ -493,7 +509,8 @@ class ProfileResult(_message.Message):
     aggregate: Aggregate
     delta: _containers.RepeatedCompositeFieldContainer[DeltaRow]
     session_id: str
-    def __init__(self, ok: _Optional[bool] = ..., job_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., kernels: _Optional[_Iterable[_Union[KernelResult, _Mapping]]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., ncu: _Optional[_Union[NcuRun, _Mapping]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., report_text: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., aggregate: _Optional[_Union[Aggregate, _Mapping]] = ..., delta: _Optional[_Iterable[_Union[DeltaRow, _Mapping]]] = ..., session_id: _Optional[str] = ...) -> None: ...
+    target: str
+    def __init__(self, ok: _Optional[bool] = ..., job_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., kernels: _Optional[_Iterable[_Union[KernelResult, _Mapping]]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., ncu: _Optional[_Union[NcuRun, _Mapping]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., report_text: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., aggregate: _Optional[_Union[Aggregate, _Mapping]] = ..., delta: _Optional[_Iterable[_Union[DeltaRow, _Mapping]]] = ..., session_id: _Optional[str] = ..., target: _Optional[str] = ...) -> None: ...
 
 class AnalyzeRequest(_message.Message):
     __slots__ = ("chunk", "filename", "filter", "session_id", "size")
