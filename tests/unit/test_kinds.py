@@ -31,9 +31,7 @@ def _source(name: str, content: bytes, **extra) -> KernelSource:
 
 
 def test_every_kind_is_registered_once_and_found_by_name():
-    assert sorted(k.kind.value for k in KINDS) == sorted(
-        k.value for k in SourceKind if k != SourceKind.UNSPECIFIED
-    )
+    assert sorted(k.kind.value for k in KINDS) == sorted(k.value for k in SourceKind if k != SourceKind.UNSPECIFIED)
     for kind in KINDS:
         assert kind_named(kind.kind) is kind
 
