@@ -14,6 +14,7 @@ import pytest
 from profsvc.metrics.analysis import analyze_report
 from profsvc.metrics.catalog import SassMatch, is_zero_register, load_catalog
 from profsvc.metrics.sass import parse_instruction
+from profsvc.metrics.sol import bound_seconds
 from profsvc.report.text import render_kernel, roofline_line
 from profsvc.rules import check_figures, evaluate_rules, load_rules
 from profsvc.rules.checks import load_checks
@@ -273,3 +274,18 @@ def test_a_rule_that_reads_a_contradicted_figure_is_not_drawn():
 @pytest.mark.parametrize("path", REPORTS, ids=lambda p: p.stem)
 def test_the_committed_reports_are_consistent(path):
     assert check_figures(_kernel(path), load_catalog()) == []
+
+
+def test_the_sol_bound_counts_fp16_arithmetic_only():
+    values = {
+        "dram_bytes": 1e6,
+        "peak_dram_byte_per_s": 1e12,
+        "fp16_flop": 4e12,  # ncu's count, mostly HFMA2.MMA moves
+        "fp16_math_flop": 1e9,
+        "peak_fp16_flop_per_s": 1e14,
+    }
+    kernel = KernelResult(
+        figures={n: FigureValue(value=v, unit="") for n, v in values.items()}, roofline=Roofline(precision="fp16")
+    )
+    # max(1e6 B / 1e12 B/s, 1e9 FLOP / 1e14 FLOP/s) = 1e-5 s; the idioms would have made it 4e-2 s.
+    assert bound_seconds(kernel) == pytest.approx(1e-5)
