@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from profsvc.metrics.catalog import SassCount
+from profsvc.metrics.hotspots import per_pc
 
 WARP_METRIC = "inst_executed"
 THREAD_METRIC = "thread_inst_executed_true"
@@ -50,17 +51,9 @@ def parse_instruction(text: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]
     return match.group("opcode"), tuple(m for m in match.group("modifiers").split(".") if m), operands
 
 
-def _per_pc(action: Any, name: str) -> dict[int, float] | None:
-    metric = action.metric_by_name(name)
-    if metric is None or metric.correlation_ids() is None:
-        return None
-    ids = metric.correlation_ids()
-    return {int(ids.value(i)): float(metric.value(i)) for i in range(metric.num_instances())}
-
-
 def kernel_sass(action: Any) -> list[SassInstruction] | None:
     """Every executed PC of the kernel with its instruction; None when the report lacks the source counters."""
-    warps, threads = _per_pc(action, WARP_METRIC), _per_pc(action, THREAD_METRIC)
+    warps, threads = per_pc(action, WARP_METRIC), per_pc(action, THREAD_METRIC)
     if warps is None or threads is None:
         return None
     instructions = []
