@@ -410,7 +410,7 @@ def test_analyze_carries_hints_and_a_roofline_chart(client, tmp_path):
     result = client.analyze(FIXTURES / "big_full.ncu-rep")
     kernel = result.kernels[0]
     assert kernel.hints[0].rule_id == "dram_near_peak"
-    assert kernel.roofline.bound == "memory"
+    assert kernel.roofline.bound == "dram"
     assert result.aggregate.launches == 1 and result.aggregate.kernels[0].share_pct == 100.0
     charts = {a.name: a for a in result.artifacts}
     assert set(charts) == {"roofline.png", "roofline.svg"}

@@ -121,7 +121,6 @@ def _rule(**change) -> dict:
     rule = {
         "id": "alpha_high",
         "title": "Alpha is high",
-        "severity": "high",
         "condition": "alpha > limit",
         "speedup": "alpha - limit",
         "message": "alpha is {alpha} (limit {limit}) with {beta}",
@@ -134,8 +133,11 @@ def _rule(**change) -> dict:
     return rule
 
 
+SEVERITY = {"high_pct": 20, "medium_pct": 5}
+
+
 def _table(*entries: dict, catalog: Catalog = TINY_CATALOG) -> RuleTable:
-    return parse_rules({"rule": list(entries)}, catalog)
+    return parse_rules({"rule": list(entries), "severity": SEVERITY}, catalog)
 
 
 def test_a_small_table_loads_parents_first():
@@ -150,7 +152,7 @@ def test_a_small_table_loads_parents_first():
     [
         ({"condition": "alpha >"}, "cannot parse"),
         ({"speedup": "alpha ** 2"}, "unsupported syntax"),
-        ({"severity": "urgent"}, "severity"),
+        ({"severity": "high"}, "severity"),  # the label is read off the estimate, never declared
         ({"id": "Not Snake"}, "snake_case"),
         ({"docs": "https://example.com/blog"}, "NVIDIA documentation"),
         ({"evidence": []}, "evidence"),
@@ -201,6 +203,20 @@ def test_a_message_placeholder_must_be_known():
 def test_table_level_errors_name_the_rule(entries, message):
     with pytest.raises(RuleTableError, match=message):
         _table(*entries)
+
+
+@pytest.mark.parametrize(
+    ("severity", "message"),
+    [
+        ({"high_pct": 5, "medium_pct": 20}, "medium_pct must not exceed high_pct"),
+        ({"high_pct": 20}, "medium_pct"),
+        ({"high_pct": 0, "medium_pct": 0}, "high_pct"),
+        ({"high_pct": 20, "medium_pct": 5, "low_pct": 1}, "low_pct"),
+    ],
+)
+def test_malformed_severity_thresholds_are_named(severity, message):
+    with pytest.raises(RuleTableError, match=message):
+        parse_rules({"rule": [_rule()], "severity": severity}, TINY_CATALOG)
 
 
 def test_shipped_table_loads_against_the_loaded_catalog(rules, catalog):
@@ -258,19 +274,22 @@ def _synthetic(figures: dict[str, float | None], **fields) -> KernelResult:
 def test_variables_from_stalls_roofline_and_limiter(catalog):
     bare = kernel_variables(_synthetic({}), catalog)
     assert all(bare[f"stall_{r}_pct"] is None for r in STALL_REASONS)
-    assert bare["roofline_memory"] is None and bare["limiter_registers"] is None
+    assert bare["roofline_dram"] is None and bare["limiter_registers"] is None
+    assert bare["stall_share_total_pct"] is None and bare["roofline_precision_flop"] is None
     assert all(bare[name] is None for name in catalog.entries)
 
     kernel = _synthetic(
         {},
         stalls=[StallReason(reason="long_scoreboard", share_pct=70.0, cycles_per_issue=7.0)],
-        roofline=Roofline(bound="memory", roof_pct=81.0),
+        roofline=Roofline(bound="dram", roof_pct=81.0, bound_pct=83.0, precision="fp32"),
         occupancy_limiter="shared_memory",
     )
     values = kernel_variables(kernel, catalog)
     assert values["stall_long_scoreboard_pct"] == 70.0 and values["stall_long_scoreboard_cycles"] == 7.0
     assert values["stall_barrier_pct"] == 0.0  # the kernel has stall data: an unlisted reason did not occur
-    assert (values["roofline_memory"], values["roofline_compute"], values["roofline_pct"]) == (1.0, 0.0, 81.0)
+    assert (values["roofline_dram"], values["roofline_compute"], values["roofline_pct"]) == (1.0, 0.0, 81.0)
+    assert values["roofline_bound_pct"] == 83.0 and values["stall_share_total_pct"] == 70.0
+    assert values["roofline_precision_flop"] == 0.0  # fp32 placed it, and the kernel has no fp32_flop figure
     assert (values["limiter_shared_memory"], values["limiter_registers"]) == (1.0, 0.0)
 
 
@@ -326,7 +345,7 @@ def test_parent_caps_and_folds(values, expected):
 # Rules no committed report triggers: a synthetic kernel that shows the problem, and a near miss that does not.
 SYNTHETIC = {
     "tensor_cores_idle": (
-        {"pipe_fma_pct": 85.0, "fp32_flop": 1e12, "fp16_flop": 0.0, "tensor_instructions": 0.0},
+        {"pipe_fma_pct": 85.0, "fp32_flop": 1e12, "fp16_math_flop": 0.0, "tensor_instructions": 0.0},
         {"tensor_instructions": 4096.0},
     ),
     "low_l2_hit_rate": (
@@ -410,22 +429,23 @@ def test_ncu_results_merge_without_duplicates():
         ("ncu", "IssueSlotUtilization", "IssueSlotUtilization"),
         ("ncu", "PMSamplingData", "PMSamplingData"),
     ]
-    lg, _, issue, pm = hints
+    lg, _, issue, _ = hints
     assert lg.docs == "https://docs.nvidia.com/x"
     # A local estimate is no runtime reduction: it ranks as unknown and the message says what it was.
     assert issue.estimated_speedup_pct == 0.0 and "96 % for that unit alone" in issue.message
-    assert (issue.severity, pm.severity) == ("medium", "low")
+    # Labels follow the estimates: 30 % is high (>= 20), 10 % medium (alpha 60 against 50), 0 % low.
+    assert [h.severity for h in hints] == ["high", "medium", "low", "low"]
 
 
-def test_rank_hints_orders_by_speedup_then_severity_then_origin():
+def test_rank_hints_orders_by_speedup_then_origin_then_input_order():
     hints = [
-        Hint(rule_id="a", origin="ncu", severity="medium", estimated_speedup_pct=10.0),
-        Hint(rule_id="b", origin="profsvc", severity="low", estimated_speedup_pct=10.0),
-        Hint(rule_id="c", origin="profsvc", severity="medium", estimated_speedup_pct=10.0),
-        Hint(rule_id="d", origin="profsvc", severity="low", estimated_speedup_pct=50.0),
+        Hint(rule_id="a", origin="ncu", estimated_speedup_pct=10.0),
+        Hint(rule_id="b", origin="profsvc", estimated_speedup_pct=10.0),
+        Hint(rule_id="c", origin="profsvc", estimated_speedup_pct=10.0),
+        Hint(rule_id="d", origin="profsvc", estimated_speedup_pct=50.0),
     ]
-    assert [h.rule_id for h in rank_hints(hints)] == ["d", "c", "a", "b"]
-    assert [h.rule_id for h in rank_hints(hints, 2)] == ["d", "c"]
+    assert [h.rule_id for h in rank_hints(hints)] == ["d", "b", "c", "a"]
+    assert [h.rule_id for h in rank_hints(hints, 2)] == ["d", "b"]
 
 
 # ---- acceptance on the real reports ------------------------------------------------------------------------------
@@ -480,7 +500,10 @@ CLAIMS = {
     "shared_bank_conflicts": lambda k: (
         _value(k, "shared_load_bank_conflicts") + _value(k, "shared_store_bank_conflicts")
     ),
-    "local_memory_spills": lambda k: _value(k, "spill_instructions") + _value(k, "local_memory_bytes") > 0,
+    "local_memory_spills": lambda k: _value(k, "spill_instructions") > 0,
+    "local_memory_arrays": lambda k: (
+        _value(k, "local_load_instructions") + _value(k, "local_store_instructions") > _value(k, "spill_instructions")
+    ),
     "warp_divergence": lambda k: _value(k, "active_threads_per_warp") < 24,
     "tensor_cores_idle": lambda k: k.value("tensor_instructions") == 0,
     "atomic_contention": lambda k: _value(k, "global_atomic_instructions") > 0,
