@@ -29,6 +29,18 @@ REPORTS = sorted(FIXTURES.rglob("*.ncu-rep"))
 HAS_GPU = shutil.which("nvidia-smi") is not None
 
 
+@pytest.fixture(scope="session")
+def nvcc() -> str:
+    """nvcc, which every test machine has (CUDA 13.0): a test that builds CUDA fails where it is missing."""
+    found = shutil.which("nvcc")
+    assert found, "nvcc (the CUDA 13.0 toolkit) is not on PATH: the CUDA build tests need it"
+    return found
+
+
+# For tests that reach nvcc through the server rather than by path.
+needs_nvcc = pytest.mark.usefixtures("nvcc")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -19,10 +18,9 @@ from profsvc.metrics.analysis import analyze_report
 from profsvc_client import errors
 from profsvc_client.client import ProfilerClient, load_source
 from profsvc_client.models import KernelFilter, KernelSource, Severity, SourceFile
-from tests.conftest import FIXTURES, HAS_GPU, REPORTS, run_cli
+from tests.conftest import FIXTURES, HAS_GPU, REPORTS, needs_nvcc, run_cli
 
 EXAMPLES = FIXTURES.parent.parent / "examples"
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 no_gpu_only = pytest.mark.skipif(HAS_GPU, reason="checks the answer of a server without a GPU")
 
 
