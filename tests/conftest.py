@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -60,6 +60,17 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def client(server: str) -> Iterator[ProfilerClient]:
     with ProfilerClient(server, timeout=300) as c:
         yield c
+
+
+def wait_until(condition: Callable[[], object], what: str, timeout: float = 120.0) -> None:
+    """Block until `condition()` is true: an event a test waits for (a file a job wrote, a server's log line).
+
+    The timeout only bounds a failure; nothing here orders events by time.
+    """
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout:g} s: {what}"
+        time.sleep(0.05)
 
 
 def wait_healthy(target: str, timeout: float = 60.0) -> None:
