@@ -17,7 +17,10 @@ from pathlib import Path
 # The page's unit -> (base unit, factor to it). ncu scales by powers of 1000 in its "auto" unit mode
 # (tools/capture_ncu_pages.sh asks for base units; a page in the other mode still reads right).
 _PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
-_SCALED = ("byte", "byte/s", "byte/block", "inst", "cycle", "sector", "block", "thread", "warp", "register/thread")
+_SCALED = (
+    *("byte", "byte/s", "byte/block", "byte/cycle", "inst", "inst/cycle", "cycle", "sector"),
+    *("block", "thread", "warp", "register/thread"),
+)
 UNITS: dict[str, tuple[str, float]] = {
     **{f"{p}{u}": (u, f) for p, f in _PREFIX.items() for u in _SCALED},
     **{f"{p}{u}/second": (f"{u}/s", f) for p, f in _PREFIX.items() for u in ("byte",)},
@@ -37,7 +40,6 @@ UNITS: dict[str, tuple[str, float]] = {
     "second": ("ns", 1e9),
     "%": ("%", 1.0),
     "SM": ("SM", 1.0),
-    "inst/cycle": ("inst/cycle", 1.0),
     "branches": ("branches", 1.0),
     "": ("", 1.0),
 }

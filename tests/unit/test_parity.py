@@ -409,9 +409,12 @@ def test_the_reader_reads_what_ncu_prints_on_the_raw_page(reader, report):
     assert not wrong, f"{report_id(report)}: ncu_report != ncu's raw page: {wrong}"
 
 
-# Another `ncu --set full` run of seed47.py on the H200 (the page ncu printed during that run, not a page of a
-# committed report): figures that do not vary from run to run must equal it in every report of that kernel.
+# Other `ncu --set full` runs of seed47.py on the H200 (the pages ncu printed during those runs, not pages of a
+# committed report): what does not vary from run to run must equal them in every report of that kernel.
 OTHER_RUN_PAGE = FIXTURES / "other_runs" / "seed47_full_details.csv"
+OTHER_RUN_RAW_PAGE = FIXTURES / "other_runs" / "seed47_full_raw.csv"
+# Counts fixed by the kernel and its launch, whatever the clocks and caches did.
+RUN_INDEPENDENT_COUNTERS = ("launch__", "device__attribute_", "smsp__inst_executed", "smsp__sass_inst_executed")
 RUN_INDEPENDENT = {
     "grid_size",
     "block_size",
@@ -451,6 +454,19 @@ def test_run_independent_figures_equal_ncus_page_of_another_run(report):
     assert RUN_INDEPENDENT <= set(expected)
     kernel = analysis_of(report).kernels[0]
     wrong = {n: (kernel.value(n), expected[n].text) for n in RUN_INDEPENDENT if not expected[n].holds(kernel.value(n))}
+    assert not wrong
+
+
+@pytest.mark.parametrize("report", SEED_REPORTS, ids=report_id)
+def test_run_independent_counters_equal_ncus_raw_page_of_another_run(reader, report):
+    [page] = raw_page(OTHER_RUN_RAW_PAGE)
+    [(_, action)] = kernel_actions(reader, report)
+    counters = Counters(action)
+    for oracle in RAW.values():
+        oracle(counters)
+    names = sorted(n for n in counters.asked if n.startswith(RUN_INDEPENDENT_COUNTERS))
+    assert len(names) >= 20
+    wrong = {n: (counters(n), page.values[n]) for n in names if not page.get(n).holds(counters(n))}
     assert not wrong
 
 
