@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import grpc
 import pytest
@@ -241,9 +240,11 @@ def test_ctrl_c_is_one_line_and_exit_130():
         target = f"127.0.0.1:{silent.getsockname()[1]}"
         argv = [sys.executable, "-m", "profsvc_client.cli", "capabilities", "--server", target]
         process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
-        time.sleep(3)
-        process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=30)
+        silent.settimeout(120)
+        connection, _ = silent.accept()  # the client is in its call: past start-up, waiting for the answer
+        with connection:
+            process.send_signal(signal.SIGINT)
+            _, stderr = process.communicate(timeout=30)
     assert process.returncode == 130
     assert stderr == "profsvc: interrupted\n"
 
