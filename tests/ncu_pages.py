@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterator
+import operator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,41 +70,17 @@ class Reading:
         slack = 1e-9 * max(abs(self.low), abs(self.high))
         return self.low - slack <= value <= self.high + slack
 
-    def _combine(self, other: Reading | float, op) -> Reading:
-        theirs = other if isinstance(other, Reading) else Reading(other, other, "", str(other))
+    def _combine(self, other: Reading | float, op: Callable[[float, float], float], symbol: str) -> Reading:
+        """The interval of `self op other`: the extremes lie at its corners (no sign change inside for /)."""
+        theirs = other if isinstance(other, Reading) else Reading.exact(other, "")
         corners = [op(a, b) for a in (self.low, self.high) for b in (theirs.low, theirs.high)]
-        return Reading(min(corners), max(corners), self.unit, f"({self.text} {op.__name__} {theirs.text})")
+        return Reading(min(corners), max(corners), self.unit, f"({self.text} {symbol} {theirs.text})")
 
     def __add__(self, other: Reading | float) -> Reading:
-        return self._combine(other, _add)
-
-    def __sub__(self, other: Reading | float) -> Reading:
-        return self._combine(other, _sub)
+        return self._combine(other, operator.add, "+")
 
     def __mul__(self, other: Reading | float) -> Reading:
-        return self._combine(other, _mul)
-
-    def __truediv__(self, other: Reading | float) -> Reading:
-        theirs = other if isinstance(other, Reading) else Reading(other, other, "", str(other))
-        if theirs.low <= 0.0 <= theirs.high:
-            raise PageError(f"division by {theirs.text}, which may be 0")
-        return self._combine(theirs, _div)
-
-
-def _add(a: float, b: float) -> float:
-    return a + b
-
-
-def _sub(a: float, b: float) -> float:
-    return a - b
-
-
-def _mul(a: float, b: float) -> float:
-    return a * b
-
-
-def _div(a: float, b: float) -> float:
-    return a / b
+        return self._combine(other, operator.mul, "x")
 
 
 def reading(text: str, unit: str) -> Reading:

@@ -72,7 +72,7 @@ SHOWN: dict[str, tuple[str, str, str]] = {
 }
 # Sub-partitions (schedulers) per SM on sm_90: ncu's "Avg." source counters are averages over them.
 SMSP_PER_SM = 4
-BLOCK_LIMITS = ("Block Limit Registers", "Block Limit Shared Mem", "Block Limit Warps", "Block Limit SM")
+BLOCK_LIMITS = ("Registers", "Shared Mem", "Warps", "SM", "Barriers")
 
 
 def _from_the_page(page: KernelPage) -> dict[str, Reading]:
@@ -85,14 +85,15 @@ def _from_the_page(page: KernelPage) -> dict[str, Reading]:
     }
     # Waves: the grid over the blocks all SMs hold at once, the tightest block limit per SM (all whole numbers).
     grid, sms = page.whole(LAUNCH, "Grid Size"), page.whole(LAUNCH, "# SMs")
-    waves = grid / (sms * min(page.whole(OCCUPANCY, label) for label in (*BLOCK_LIMITS, "Block Limit Barriers")))
+    waves = grid / (sms * min(page.whole(OCCUPANCY, f"Block Limit {limit}") for limit in BLOCK_LIMITS))
     derived["tail_effect_pct"] = Reading.exact(100 * (math.ceil(waves) - waves), "%")
     # Branch uniformity: branches whose threads all went one way, of all branches (100 % without branches).
     branches = page.whole(SOURCE, "Branch Instructions")
     divergent = page.get(SOURCE, "Avg. Divergent Branches") * (SMSP_PER_SM * sms)
     if branches:
         low, high = (min(max(d, 0.0), branches) for d in (divergent.low, divergent.high))
-        derived["branch_uniformity_pct"] = Reading(100 * (1 - high / branches), 100 * (1 - low / branches), "%", "")
+        text = f"{divergent.text} divergent of {branches} branches"
+        derived["branch_uniformity_pct"] = Reading(100 * (1 - high / branches), 100 * (1 - low / branches), "%", text)
     else:
         derived["branch_uniformity_pct"] = Reading.exact(100.0, "%")
     return derived
