@@ -82,6 +82,9 @@ class Reading:
     def __mul__(self, other: Reading | float) -> Reading:
         return self._combine(other, operator.mul, "x")
 
+    def __truediv__(self, other: Reading | float) -> Reading:
+        return self._combine(other, operator.truediv, "/")
+
 
 def reading(text: str, unit: str) -> Reading:
     """ncu's text ("3,176,954,732.51", "44.98", "0") in its unit, as an interval in the base unit."""

@@ -16,7 +16,9 @@ No expected value here comes from metrics/catalog.toml:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,7 @@ INSTRUCTIONS = "Instruction Statistics"
 LAUNCH = "Launch Statistics"
 OCCUPANCY = "Occupancy"
 SOURCE = "Source Counters"
+WORKLOAD = "GPU and Memory Workload Distribution"
 
 # Figure -> (section, label, the base unit of the page's value) as ncu 2025.3.1 prints them. Where the page
 # states a different unit than the figure, the label says the rest ("per scheduler" is per cycle).
@@ -47,6 +50,7 @@ SHOWN: dict[str, tuple[str, str, str]] = {
     "sm_throughput_pct": (SOL, "Compute (SM) Throughput", "%"),
     "memory_throughput_pct": (SOL, "Memory Throughput", "%"),
     "dram_throughput_pct": (SOL, "DRAM Throughput", "%"),
+    "l2_throughput_pct": (SOL, "L2 Cache Throughput", "%"),
     "l1_hit_rate_pct": (MEMORY, "L1/TEX Hit Rate", "%"),
     "l2_hit_rate_pct": (MEMORY, "L2 Hit Rate", "%"),
     "dram_bandwidth": (MEMORY, "Memory Throughput", "byte/s"),
@@ -87,6 +91,13 @@ def _from_the_page(page: KernelPage) -> dict[str, Reading]:
     grid, sms = page.whole(LAUNCH, "Grid Size"), page.whole(LAUNCH, "# SMs")
     waves = grid / (sms * min(page.whole(OCCUPANCY, f"Block Limit {limit}") for limit in BLOCK_LIMITS))
     derived["tail_effect_pct"] = Reading.exact(100 * (math.ceil(waves) - waves), "%")
+    # L1/TEX throughput: the page shows it over the L1's active cycles; over the elapsed cycles it is scaled by
+    # active / elapsed, the cycles --set full's workload distribution shows (one L1 per SM: the total over the
+    # SMs is the average).
+    if (WORKLOAD, "Average L1 Active Cycles") in page.rows:
+        elapsed = page.get(WORKLOAD, "Total L1 Elapsed Cycles") / sms
+        active = page.get(WORKLOAD, "Average L1 Active Cycles")
+        derived["l1_throughput_pct"] = page.get(SOL, "L1/TEX Cache Throughput") * active / elapsed
     # Branch uniformity: branches whose threads all went one way, of all branches (100 % without branches).
     branches = page.whole(SOURCE, "Branch Instructions")
     divergent = page.get(SOURCE, "Avg. Divergent Branches") * (SMSP_PER_SM * sms)
@@ -105,6 +116,7 @@ class Counters:
     def __init__(self, action: Any) -> None:
         self._action = action
         self.asked: set[str] = set()
+        self._sass: list[Executed] | None = None
 
     def __call__(self, name: str) -> float:
         self.asked.add(name)
@@ -120,6 +132,50 @@ class Counters:
         assert metric is not None, "the report has no sass__inst_executed_per_opcode"
         ids = metric.correlation_ids()
         return float(sum(metric.value(i) for i in range(metric.num_instances()) if ids.value(i) in opcodes))
+
+    def sass(self) -> list[Executed] | None:
+        """Every executed PC's SASS with how often it ran (ncu's source counters); None where the report has none.
+
+        Like the opcode helper, not a counter of the raw page: ncu prints the source counters per PC elsewhere.
+        """
+        if self._sass is not None:
+            return self._sass
+        warps, threads = _per_pc(self._action, "inst_executed"), _per_pc(self._action, "thread_inst_executed_true")
+        if warps is None or threads is None:
+            return None
+        self._sass = []
+        for pc, count in warps.items():
+            text = self._action.sass_by_pc(pc)
+            assert text, f"PC {pc:#x} ran {count:g} times but the report holds no SASS there"
+            self._sass.append(Executed(*_split_sass(text), warps=count, threads=threads.get(pc, 0.0)))
+        return self._sass
+
+
+@dataclass(frozen=True)
+class Executed:
+    """One PC of the kernel's SASS: its base opcode, source operands, warp and predicated-on thread executions."""
+
+    opcode: str
+    sources: tuple[str, ...]
+    warps: float
+    threads: float
+
+
+def _per_pc(action: Any, name: str) -> dict[int, float] | None:
+    metric = action.metric_by_name(name)
+    if metric is None:
+        return None
+    ids = metric.correlation_ids()
+    return {int(ids.value(i)): float(metric.value(i)) for i in range(metric.num_instances())}
+
+
+def _split_sass(text: str) -> tuple[str, tuple[str, ...]]:
+    """("HFMA2", ("-RZ", "RZ", "0.5", "-1.5")) of "@P0 HFMA2.MMA R4, -RZ, RZ, 0.5, -1.5 ;": no destination."""
+    words = text.replace(";", " ").split(None, 1)
+    if words[0].startswith("@"):  # a guard predicate
+        words = words[1].split(None, 1)
+    operands = [part.strip() for part in words[1].split(",")] if len(words) > 1 else []
+    return words[0].split(".")[0], tuple(operands[1:])
 
 
 def _ratio(numerator: float, denominator: float) -> float | None:
@@ -176,6 +232,54 @@ def _branch_uniformity_pct(c: Counters) -> float:
     return 100.0 if branches == 0 else 100 * (1 - divergent / branches)
 
 
+def _local_traffic_pct(c: Counters) -> float | None:
+    local = sum(c(f"l1tex__t_sectors_pipe_lsu_mem_local_op_{op}.sum") for op in ("ld", "st"))
+    global_ = sum(c(f"l1tex__t_sectors_pipe_lsu_mem_global_op_{op}.sum") for op in ("ld", "st"))
+    ratio = _ratio(local, local + global_)
+    return None if ratio is None else 100 * ratio
+
+
+def _l1_throughput_pct(c: Counters) -> float:
+    # ncu's L1/TEX throughput as its Speed Of Light page shows it is a share of the peak over the L1's active
+    # cycles; over the elapsed cycles the same work is that share scaled by active / elapsed.
+    active = c("l1tex__throughput.avg.pct_of_peak_sustained_active")
+    return active * c("l1tex__cycles_active.avg") / c("l1tex__cycles_elapsed.avg")
+
+
+def _sass_warps(c: Counters, opcode: str) -> float | None:
+    """Warp instructions executed at the PCs whose SASS is this opcode (any modifiers)."""
+    sass = c.sass()
+    return None if sass is None else sum(pc.warps for pc in sass if pc.opcode == opcode)
+
+
+# FP16 operations per predicated-on thread instruction as ncu counts them (see _flop_per_cycle): two halves each,
+# an FMA twice.
+FP16_FLOP_PER_INST = {"HADD2": 2, "HMUL2": 2, "HFMA2": 4}
+ZERO_REGISTER = re.compile(r"-?\|?RZ\|?(\.\w+)*")
+
+
+def _fp16_idiom_flop(c: Counters) -> float | None:
+    """ncu's FP16 operations that do no arithmetic: a product with a zero factor, a sum with a zero term.
+
+    HFMA2 d = a * b + c with a or b the zero register moves c into d (nvcc's HFMA2.MMA Rd, -RZ, RZ, constant);
+    HADD2 d = a + b with a zero term is a move or a conversion; HMUL2 d = a * b by zero is zero.
+    """
+    sass = c.sass()
+    if sass is None:
+        return None
+    return sum(
+        FP16_FLOP_PER_INST[pc.opcode] * pc.threads
+        for pc in sass
+        if pc.opcode in FP16_FLOP_PER_INST and any(ZERO_REGISTER.fullmatch(s) for s in pc.sources[:2])
+    )
+
+
+def _fp16_math_flop(c: Counters) -> float | None:
+    # ncu's FP16 count (its opcode counters, which cannot see operands) less the idioms the SASS shows.
+    idioms = _fp16_idiom_flop(c)
+    return None if idioms is None else round(_flop_per_cycle(c, "fp16") * c(ELAPSED)) - idioms
+
+
 # Per SM and cycle on the H100/H200 SM (Hopper whitepaper): 128 FP32 lanes, 64 FP64 lanes, 128 half2 FMA
 # lanes (4 FLOPs each), and 4096 dense FP16 tensor-core FLOPs (1024 per tensor core).
 FLOP_PER_SM_CYCLE = {"fp32": 2 * 128, "fp64": 2 * 64, "fp16": 4 * 128, "tensor": 4096}
@@ -223,6 +327,8 @@ RAW: dict[str, Callable[[Counters], float | None]] = {
     "eligible_warps_per_cycle": lambda c: c("smsp__warps_eligible.avg.per_cycle_active"),
     "issued_ipc_per_scheduler": lambda c: c("smsp__issue_active.avg.per_cycle_active"),
     "warp_cycles_per_issued_instruction": lambda c: c("smsp__average_warp_latency_per_inst_issued.ratio"),
+    "l1_throughput_pct": _l1_throughput_pct,
+    "l2_throughput_pct": lambda c: c("lts__throughput.avg.pct_of_peak_sustained_elapsed"),
     "l1_hit_rate_pct": lambda c: c("l1tex__t_sector_hit_rate.pct"),
     # ncu's hierarchical roofline: 128 bytes per L1 writeback cycle, 32 per L2-to-crossbar cycle.
     "l1_bytes": lambda c: 128 * c("l1tex__lsu_writeback_active_mem_lgds.sum"),
@@ -237,12 +343,19 @@ RAW: dict[str, Callable[[Counters], float | None]] = {
         32 * sum(c(f"l1tex__t_sectors_pipe_lsu_mem_local_op_{op}.sum") for op in ("ld", "st"))
     ),
     "spill_instructions": lambda c: c("sass__inst_executed_register_spilling"),
+    "local_load_instructions": lambda c: _sass_warps(c, "LDL"),
+    "local_store_instructions": lambda c: _sass_warps(c, "STL"),
+    "local_traffic_pct": _local_traffic_pct,
     "branch_uniformity_pct": _branch_uniformity_pct,
     "active_threads_per_warp": lambda c: c("smsp__thread_inst_executed_per_inst_executed.ratio"),
     "pipe_fma_pct": lambda c: c("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed"),
     "pipe_alu_pct": lambda c: c("sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_elapsed"),
     "pipe_fp64_pct": lambda c: c("sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_elapsed"),
     "pipe_tensor_pct": lambda c: c("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"),
+    # The tensor pipe's cycles on matrix-multiply instructions only (not the HFMA2.MMA moves it also runs).
+    "pipe_tensor_mma_pct": lambda c: c(
+        "sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active.avg.pct_of_peak_sustained_elapsed"
+    ),
     "pipe_lsu_pct": lambda c: c("sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_elapsed"),
     "instructions_executed": lambda c: c("smsp__inst_executed.sum"),
     "global_load_instructions": lambda c: c("smsp__sass_inst_executed_op_global_ld.sum"),
@@ -264,6 +377,8 @@ RAW: dict[str, Callable[[Counters], float | None]] = {
     "fp32_flop": lambda c: _flop_per_cycle(c, "fp32") * c(ELAPSED),
     "fp64_flop": lambda c: _flop_per_cycle(c, "fp64") * c(ELAPSED),
     "fp16_flop": lambda c: _flop_per_cycle(c, "fp16") * c(ELAPSED),
+    "fp16_math_flop": _fp16_math_flop,
+    "fp16_idiom_flop": _fp16_idiom_flop,
     "tensor_flop": lambda c: _tensor_ops(c, ""),
     "fp32_flop_per_s": lambda c: _flop_per_cycle(c, "fp32") * c(SMSP_CLOCK),
     "fp64_flop_per_s": lambda c: _flop_per_cycle(c, "fp64") * c(SMSP_CLOCK),
@@ -290,6 +405,7 @@ ALL_ZERO_ALLOWED = {
     "fp64_flop_per_s": "no committed kernel does FP64 arithmetic",
     "tensor_gmma_instructions": "no committed kernel uses warpgroup MMA (wgmma)",
     "tensor_imma_instructions": "no committed kernel uses integer MMA",
+    "fp16_math_flop": "until tests/fixtures/figures/ is captured (examples/figures/half2_fma.cu does half2 math)",
 }
 
 CAPTURE = "run tools/capture_ncu_pages.sh on a host with ncu (2025.3.1) and commit the pages"
