@@ -346,6 +346,16 @@ SYNTHETIC = {
         {"global_store_sectors_per_request": 32.0},
         {"global_store_sectors_per_request": 16.0},
     ),
+    "local_memory_arrays": (
+        {
+            "local_load_instructions": 4e6,
+            "local_store_instructions": 1e6,
+            "spill_instructions": 0.0,
+            "local_memory_bytes": 3.2e9,
+            "local_traffic_pct": 60.0,
+        },
+        {"spill_instructions": 5e6},  # every local access a spill or fill: the spill rule's case, not this one
+    ),
 }
 SYNTHETIC_BASE = {"shared_load_instructions": 1e6, "memory_throughput_pct": 50.0, "sm_throughput_pct": 70.0}
 
@@ -491,6 +501,22 @@ class Raw:
         return value
 
 
+def _onchip_pcts(m: Raw) -> tuple[float, float, float]:
+    """% of peak over the elapsed cycles: L1/TEX (ncu shows it over its active cycles), L2 tag lookups, L2 input."""
+    l1 = m("l1tex__throughput.avg.pct_of_peak_sustained_active") * m("l1tex__cycles_active.avg")
+    return (
+        l1 / m("l1tex__cycles_elapsed.avg"),
+        m("lts__t_tag_requests.avg.pct_of_peak_sustained_elapsed"),
+        m("lts__xbar2lts_cycles_active.avg.pct_of_peak_sustained_elapsed"),
+    )
+
+
+def _dram_pct(m: Raw) -> float:
+    """DRAM bytes per second as % of the DRAM's peak."""
+    peak = m("dram__bytes.sum.peak_sustained") * m("dram__cycles_elapsed.avg.per_second")
+    return 100 * m("dram__bytes.sum.per_second") / peak
+
+
 # What each problem hint asserts about the kernel, checked on other counters than the figures the rule reads.
 CLAIMS: dict[str, Callable[[Raw], bool]] = {
     # More L1 data-stage passes per warp load than the 4 a coalesced warp of 16-byte loads needs.
@@ -504,10 +530,17 @@ CLAIMS: dict[str, Callable[[Raw], bool]] = {
     ),
     # ncu's bank-conflict total over all shared-memory operations.
     "shared_bank_conflicts": lambda m: m("l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum") > 0,
-    # Local loads or stores were executed.
+    # Registers went to local memory: ncu's Memory Workload Analysis counts spilling requests, and local stores ran.
     "local_memory_spills": lambda m: (
-        m("smsp__sass_inst_executed_op_local_ld.sum") + m("smsp__sass_inst_executed_op_local_st.sum") > 0
+        m("derived__local_spilling_requests") > 0 and m("smsp__sass_inst_executed_op_local_st.sum") > 0
     ),
+    # More local loads and stores ran than ncu counts as spilling requests (one request per warp instruction).
+    "local_memory_arrays": lambda m: (
+        m("smsp__sass_inst_executed_op_local_ld.sum") + m("smsp__sass_inst_executed_op_local_st.sum")
+        > m("derived__local_spilling_requests")
+    ),
+    # An on-chip unit, not DRAM, is the busiest and near its peak: L1/TEX or the L2's tag lookups or crossbar input.
+    "onchip_memory_near_peak": lambda m: max(_onchip_pcts(m)) >= 60 and max(_onchip_pcts(m)) > _dram_pct(m),
     # Some branch sent the threads of a warp different ways.
     "warp_divergence": lambda m: m("smsp__sass_branch_targets_threads_divergent.sum") > 0,
     # The tensor pipe ran no MMA of any kind.
