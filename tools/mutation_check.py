@@ -28,12 +28,18 @@ TESTS = [
     "tests/unit/test_roofline.py",
     "tests/unit/test_rules.py",
     "tests/unit/test_archetypes.py",
+    "tests/unit/test_figure_truth.py",
 ]
+
+
+# An entry's own sub-tables ([[sass_count.match]], [rule.params]) belong to it; the next entry starts at the next
+# array-of-tables header without a dot ([[figure]], [[sass_count]], [[rule]], ...).
+NEXT_ENTRY = re.compile(r"^\[\[[^.\]]+\]\]", re.MULTILINE)
 
 
 @dataclass(frozen=True)
 class Mutation:
-    """Replace `old` with `new` inside one [[figure]]/[[rule]] entry (the one whose `key = "entry"`) of a table."""
+    """Replace `old` with `new` inside one entry (the one whose `key = "entry"`) of a table, its sub-tables included."""
 
     name: str
     table: str
@@ -45,9 +51,8 @@ class Mutation:
     def apply(self, root: Path) -> None:
         path = root / "metrics" / self.table
         text = path.read_text()
-        # An entry runs from its `key = "..."` line to the next table header line ([[...]] at a line's start).
         start = text.index(f'{self.key} = "{self.entry}"\n')
-        following = re.compile(r"^\[\[", re.MULTILINE).search(text, start)
+        following = NEXT_ENTRY.search(text, start)
         end = following.start() if following else len(text)
         block = text[start:end]
         if block.count(self.old) != 1:
@@ -92,6 +97,27 @@ MUTATIONS = [
         'formula = "requests / sectors"',
     ),
     Mutation(
+        "pipe_tensor_mma_pct reads the whole tensor pipe (HFMA2.MMA moves too)",
+        "catalog.toml",
+        "pipe_tensor_mma_pct",
+        '"sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active.avg.pct_of_peak_sustained_elapsed"',
+        '"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"',
+    ),
+    Mutation(
+        "fp16_idiom_flop takes a zero addend for a zero factor",
+        "catalog.toml",
+        "fp16_idiom_flop",
+        'opcode = "HFMA2"\nzero_sources = [1, 2]\n',
+        'opcode = "HFMA2"\nzero_sources = [3]\n',
+    ),
+    Mutation(
+        "local_load_instructions counts local stores",
+        "catalog.toml",
+        "local_load_instructions",
+        'instances = ["LDL"]',
+        'instances = ["STL"]',
+    ),
+    Mutation(
         "dram_near_peak's threshold raised from 75 % to 90 %",
         "rules.toml",
         "dram_near_peak",
@@ -105,6 +131,14 @@ MUTATIONS = [
         "uncoalesced_global_loads",
         "max_ideal_sectors = 16",
         "max_ideal_sectors = 8",
+        key="id",
+    ),
+    Mutation(
+        "local_memory_arrays fires where every local access is a spill",
+        "rules.toml",
+        "local_memory_arrays",
+        'condition = "local_load_instructions + local_store_instructions > spill_instructions"',
+        'condition = "local_load_instructions + local_store_instructions >= spill_instructions"',
         key="id",
     ),
 ]
