@@ -189,8 +189,18 @@ class NcuRuleResult(_Model):
     speedup_type: str = ""
 
 
+# Each `Roofline.bound` in words, and the unit whose throughput `bound_pct` is.
+BOUND_LABELS = {
+    "compute": ("compute-bound", "SM"),
+    "dram": ("DRAM-bound", "DRAM"),
+    "l2": ("on-chip-memory-bound", "L2"),
+    "l1": ("on-chip-memory-bound", "L1/shared memory"),
+    "latency": ("latency-bound", "the busiest unit"),
+}
+
+
 class Roofline(_Model):
-    """Roofline placement of a kernel for one precision."""
+    """Roofline placement of a kernel for one precision, and what bounds it."""
 
     precision: str = ""
     achieved_flop_per_s: float | None = None
@@ -203,6 +213,16 @@ class Roofline(_Model):
     roof_pct: float | None = None
     l2_arithmetic_intensity: float | None = None
     l1_arithmetic_intensity: float | None = None
+    bound_pct: float | None = None
+    note: str = ""
+
+    @property
+    def bound_label(self) -> str:
+        """The bound in words with its unit's throughput ("on-chip-memory-bound (L2 at 87.9 % of peak)")."""
+        if not self.bound:
+            return ""
+        label, unit = BOUND_LABELS.get(self.bound, (f"{self.bound}-bound", self.bound))
+        return label if self.bound_pct is None else f"{label} ({unit} at {self.bound_pct:.1f} % of peak)"
 
 
 class SourceHotspot(_Model):
@@ -242,6 +262,14 @@ class Hint(_Model):
     docs: str = ""
 
 
+class Inconsistency(_Model):
+    """Figures of one kernel that contradict each other: hints that read them are not drawn."""
+
+    check: str = ""
+    message: str = ""
+    figures: list[str] = Field(default_factory=list)
+
+
 class KernelResult(_Model):
     """Everything measured for one profiled kernel launch."""
 
@@ -258,6 +286,7 @@ class KernelResult(_Model):
     hotspots: list[SourceHotspot] = Field(default_factory=list)
     occupancy_limiter: str = ""
     hints: list[Hint] = Field(default_factory=list)
+    inconsistencies: list[Inconsistency] = Field(default_factory=list)
 
     def value(self, figure: str) -> float | None:
         """The value of a catalog figure, None when absent."""

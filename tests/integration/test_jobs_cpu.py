@@ -19,6 +19,7 @@ from profsvc.server.app import EmbeddedServer
 from profsvc_client import errors
 from profsvc_client.client import ProfilerClient
 from profsvc_client.models import KernelSource, Severity, SourceFile
+from tests.conftest import wait_until
 
 pytest.importorskip("torch", reason="the Python problem path needs PyTorch (the CPU build will do)")
 
@@ -170,12 +171,13 @@ def _harness_processes(marker: str) -> list[str]:
     return found
 
 
-def test_a_full_queue_answers_resource_exhausted(single_slot):
-    busy = threading.Thread(
-        target=single_slot.compile, args=(_source("queue_spin.py", "while True:\n    pass\n" + PROBLEM),)
-    )
+def test_a_full_queue_answers_resource_exhausted(single_slot, tmp_path):
+    # The first job says it runs (so it holds the one slot), then spins until its time limit.
+    started = tmp_path / "started"
+    spin = f"open({str(started)!r}, 'w').close()\nwhile True:\n    pass\n" + PROBLEM
+    busy = threading.Thread(target=single_slot.compile, args=(_source("queue_spin.py", spin),))
     busy.start()
-    time.sleep(2.0)
+    wait_until(started.exists, "the first job runs")
     with pytest.raises(errors.ResourceExhausted) as caught:
         single_slot.compile(_source("second.py", PROBLEM))
     assert caught.value.reason == errors.Reason.QUEUE_FULL

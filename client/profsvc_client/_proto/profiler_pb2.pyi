@@ -274,7 +274,7 @@ class NcuRuleResult(_message.Message):
     def __init__(self, rule_id: _Optional[str] = ..., section: _Optional[str] = ..., title: _Optional[str] = ..., message: _Optional[str] = ..., type: _Optional[str] = ..., estimated_speedup_pct: _Optional[float] = ..., speedup_type: _Optional[str] = ...) -> None: ...
 
 class Roofline(_message.Message):
-    __slots__ = ("precision", "achieved_flop_per_s", "peak_flop_per_s", "dram_byte_per_s", "peak_dram_byte_per_s", "arithmetic_intensity", "ridge_point", "bound", "roof_pct", "l2_arithmetic_intensity", "l1_arithmetic_intensity")
+    __slots__ = ("precision", "achieved_flop_per_s", "peak_flop_per_s", "dram_byte_per_s", "peak_dram_byte_per_s", "arithmetic_intensity", "ridge_point", "bound", "roof_pct", "l2_arithmetic_intensity", "l1_arithmetic_intensity", "bound_pct", "note")
     PRECISION_FIELD_NUMBER: _ClassVar[int]
     ACHIEVED_FLOP_PER_S_FIELD_NUMBER: _ClassVar[int]
     PEAK_FLOP_PER_S_FIELD_NUMBER: _ClassVar[int]
@@ -286,6 +286,8 @@ class Roofline(_message.Message):
     ROOF_PCT_FIELD_NUMBER: _ClassVar[int]
     L2_ARITHMETIC_INTENSITY_FIELD_NUMBER: _ClassVar[int]
     L1_ARITHMETIC_INTENSITY_FIELD_NUMBER: _ClassVar[int]
+    BOUND_PCT_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
     precision: str
     achieved_flop_per_s: float
     peak_flop_per_s: float
@@ -297,7 +299,9 @@ class Roofline(_message.Message):
     roof_pct: float
     l2_arithmetic_intensity: float
     l1_arithmetic_intensity: float
-    def __init__(self, precision: _Optional[str] = ..., achieved_flop_per_s: _Optional[float] = ..., peak_flop_per_s: _Optional[float] = ..., dram_byte_per_s: _Optional[float] = ..., peak_dram_byte_per_s: _Optional[float] = ..., arithmetic_intensity: _Optional[float] = ..., ridge_point: _Optional[float] = ..., bound: _Optional[str] = ..., roof_pct: _Optional[float] = ..., l2_arithmetic_intensity: _Optional[float] = ..., l1_arithmetic_intensity: _Optional[float] = ...) -> None: ...
+    bound_pct: float
+    note: str
+    def __init__(self, precision: _Optional[str] = ..., achieved_flop_per_s: _Optional[float] = ..., peak_flop_per_s: _Optional[float] = ..., dram_byte_per_s: _Optional[float] = ..., peak_dram_byte_per_s: _Optional[float] = ..., arithmetic_intensity: _Optional[float] = ..., ridge_point: _Optional[float] = ..., bound: _Optional[str] = ..., roof_pct: _Optional[float] = ..., l2_arithmetic_intensity: _Optional[float] = ..., l1_arithmetic_intensity: _Optional[float] = ..., bound_pct: _Optional[float] = ..., note: _Optional[str] = ...) -> None: ...
 
 class SourceHotspot(_message.Message):
     __slots__ = ("file", "line", "text", "samples", "sample_share_pct", "top_stall", "top_stall_share_pct", "global_memory_instructions", "excess_sectors")
@@ -356,7 +360,7 @@ class Hint(_message.Message):
     def __init__(self, rule_id: _Optional[str] = ..., origin: _Optional[str] = ..., severity: _Optional[str] = ..., title: _Optional[str] = ..., message: _Optional[str] = ..., advice: _Optional[str] = ..., estimated_speedup_pct: _Optional[float] = ..., evidence: _Optional[_Iterable[_Union[Evidence, _Mapping]]] = ..., source_lines: _Optional[_Iterable[str]] = ..., docs: _Optional[str] = ...) -> None: ...
 
 class KernelResult(_message.Message):
-    __slots__ = ("name", "demangled_name", "grid", "block", "figures", "stalls", "ncu_rules", "nvtx_range", "launch_index", "roofline", "hotspots", "occupancy_limiter", "hints")
+    __slots__ = ("name", "demangled_name", "grid", "block", "figures", "stalls", "ncu_rules", "nvtx_range", "launch_index", "roofline", "hotspots", "occupancy_limiter", "hints", "inconsistencies")
     class FiguresEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -377,6 +381,7 @@ class KernelResult(_message.Message):
     HOTSPOTS_FIELD_NUMBER: _ClassVar[int]
     OCCUPANCY_LIMITER_FIELD_NUMBER: _ClassVar[int]
     HINTS_FIELD_NUMBER: _ClassVar[int]
+    INCONSISTENCIES_FIELD_NUMBER: _ClassVar[int]
     name: str
     demangled_name: str
     grid: Dim3
@@ -390,7 +395,18 @@ class KernelResult(_message.Message):
     hotspots: _containers.RepeatedCompositeFieldContainer[SourceHotspot]
     occupancy_limiter: str
     hints: _containers.RepeatedCompositeFieldContainer[Hint]
-    def __init__(self, name: _Optional[str] = ..., demangled_name: _Optional[str] = ..., grid: _Optional[_Union[Dim3, _Mapping]] = ..., block: _Optional[_Union[Dim3, _Mapping]] = ..., figures: _Optional[_Mapping[str, FigureValue]] = ..., stalls: _Optional[_Iterable[_Union[StallReason, _Mapping]]] = ..., ncu_rules: _Optional[_Iterable[_Union[NcuRuleResult, _Mapping]]] = ..., nvtx_range: _Optional[str] = ..., launch_index: _Optional[int] = ..., roofline: _Optional[_Union[Roofline, _Mapping]] = ..., hotspots: _Optional[_Iterable[_Union[SourceHotspot, _Mapping]]] = ..., occupancy_limiter: _Optional[str] = ..., hints: _Optional[_Iterable[_Union[Hint, _Mapping]]] = ...) -> None: ...
+    inconsistencies: _containers.RepeatedCompositeFieldContainer[Inconsistency]
+    def __init__(self, name: _Optional[str] = ..., demangled_name: _Optional[str] = ..., grid: _Optional[_Union[Dim3, _Mapping]] = ..., block: _Optional[_Union[Dim3, _Mapping]] = ..., figures: _Optional[_Mapping[str, FigureValue]] = ..., stalls: _Optional[_Iterable[_Union[StallReason, _Mapping]]] = ..., ncu_rules: _Optional[_Iterable[_Union[NcuRuleResult, _Mapping]]] = ..., nvtx_range: _Optional[str] = ..., launch_index: _Optional[int] = ..., roofline: _Optional[_Union[Roofline, _Mapping]] = ..., hotspots: _Optional[_Iterable[_Union[SourceHotspot, _Mapping]]] = ..., occupancy_limiter: _Optional[str] = ..., hints: _Optional[_Iterable[_Union[Hint, _Mapping]]] = ..., inconsistencies: _Optional[_Iterable[_Union[Inconsistency, _Mapping]]] = ...) -> None: ...
+
+class Inconsistency(_message.Message):
+    __slots__ = ("check", "message", "figures")
+    CHECK_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FIGURES_FIELD_NUMBER: _ClassVar[int]
+    check: str
+    message: str
+    figures: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, check: _Optional[str] = ..., message: _Optional[str] = ..., figures: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class KernelShare(_message.Message):
     __slots__ = ("name", "launches", "duration_ns", "share_pct")
