@@ -138,6 +138,8 @@ class CompileResult(_Model):
     log: str = ""
     seconds: float = 0.0
     units: list[BuiltUnit] = Field(default_factory=list)
+    # Seconds by stage: where the call's time went.
+    timings: dict[str, float] = Field(default_factory=dict)
 
 
 class Progress(_Model):
@@ -376,6 +378,8 @@ class ProfileResult(_Model):
     delta: list[DeltaRow] = Field(default_factory=list)
     session_id: str = ""
     target: str = ""
+    # Seconds by stage: where the call's time went.
+    timings: dict[str, float] = Field(default_factory=dict)
 
 
 class StaticFinding(_Model):
@@ -445,6 +449,8 @@ class CorrectnessResult(_Model):
     message: str = ""
     error: JobError = Field(default_factory=JobError)
     compile: CompileResult = Field(default_factory=CompileResult)
+    # Seconds by stage: where the call's time went.
+    timings: dict[str, float] = Field(default_factory=dict)
 
 
 class TimingStats(_Model):
@@ -498,6 +504,8 @@ class BenchmarkResult(_Model):
     compile: CompileResult = Field(default_factory=CompileResult)
     # The flags only gaming explains: any of them fails an evaluation.
     decisive_flags: list[str] = Field(default_factory=list)
+    # Seconds by stage: where the call's time went.
+    timings: dict[str, float] = Field(default_factory=dict)
 
 
 class EvaluateResult(_Model):
@@ -511,3 +519,5 @@ class EvaluateResult(_Model):
     sol_pct: float | None = None
     sol_definition: str = ""
     report_text: str = ""
+    # Seconds by stage: where the call's time went.
+    timings: dict[str, float] = Field(default_factory=dict)

@@ -244,16 +244,34 @@ def share_table(aggregate: Aggregate) -> list[str]:
     return lines
 
 
-def render_text(result: ProfileResult, catalog: Catalog | None = None) -> str:
-    """The whole report for a result."""
-    catalog = catalog or load_catalog()
-    lines = ["=== profsvc kernel profile ==="]
+def timings_line(timings: dict[str, float]) -> str:
+    """Where a call's time went, in one line: its total, then each stage (not the worker's phases inside)."""
+    shown = [(name, seconds) for name, seconds in timings.items() if ":" not in name and name != "total"]
+    stages = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in shown)
+    total = f"total {timings['total']:.2f} s" if "total" in timings else ""
+    return "time: " + "; ".join(part for part in (total, stages) if part)
+
+
+def _header(result: ProfileResult) -> list[str]:
+    """The lines above the kernels: the GPU, how ncu ran, what ran, where the time went."""
+    lines = []
     if result.device.name:
         lines.append(f"GPU: {result.device.name} (compute capability {result.device.compute_capability})")
     if result.ncu.version:
         passes = sorted(set(result.ncu.passes))
         pass_text = f", {'/'.join(map(str, passes))} replay passes per kernel" if passes else ""
         lines.append(f"ncu {result.ncu.version}{pass_text}, {result.ncu.seconds:.1f} s")
+    if result.target:
+        lines.append(f"target: {result.target}")
+    if result.timings:
+        lines.append(timings_line(result.timings))
+    return lines
+
+
+def render_text(result: ProfileResult, catalog: Catalog | None = None) -> str:
+    """The whole report for a result."""
+    catalog = catalog or load_catalog()
+    lines = ["=== profsvc kernel profile ===", *_header(result)]
     if not result.ok:
         lines.append(f"FAILED ({result.error.kind}, stage {result.error.stage.value}): {result.error.message}")
         if result.error.detail:

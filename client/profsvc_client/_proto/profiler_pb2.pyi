@@ -171,18 +171,27 @@ class BuiltUnit(_message.Message):
     def __init__(self, name: _Optional[str] = ..., cache_key: _Optional[str] = ..., cached: _Optional[bool] = ..., seconds: _Optional[float] = ...) -> None: ...
 
 class CompileResult(_message.Message):
-    __slots__ = ("ok", "diagnostics", "log", "seconds", "units")
+    __slots__ = ("ok", "diagnostics", "log", "seconds", "units", "timings")
+    class TimingsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     OK_FIELD_NUMBER: _ClassVar[int]
     DIAGNOSTICS_FIELD_NUMBER: _ClassVar[int]
     LOG_FIELD_NUMBER: _ClassVar[int]
     SECONDS_FIELD_NUMBER: _ClassVar[int]
     UNITS_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     diagnostics: _containers.RepeatedCompositeFieldContainer[Diagnostic]
     log: str
     seconds: float
     units: _containers.RepeatedCompositeFieldContainer[BuiltUnit]
-    def __init__(self, ok: _Optional[bool] = ..., diagnostics: _Optional[_Iterable[_Union[Diagnostic, _Mapping]]] = ..., log: _Optional[str] = ..., seconds: _Optional[float] = ..., units: _Optional[_Iterable[_Union[BuiltUnit, _Mapping]]] = ...) -> None: ...
+    timings: _containers.ScalarMap[str, float]
+    def __init__(self, ok: _Optional[bool] = ..., diagnostics: _Optional[_Iterable[_Union[Diagnostic, _Mapping]]] = ..., log: _Optional[str] = ..., seconds: _Optional[float] = ..., units: _Optional[_Iterable[_Union[BuiltUnit, _Mapping]]] = ..., timings: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class CompileResponse(_message.Message):
     __slots__ = ("result",)
@@ -497,7 +506,14 @@ class JobError(_message.Message):
     def __init__(self, kind: _Optional[str] = ..., message: _Optional[str] = ..., stage: _Optional[_Union[Stage, str]] = ..., kernel: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class ProfileResult(_message.Message):
-    __slots__ = ("ok", "job_id", "device", "kernels", "compile", "artifacts", "ncu", "error", "report_text", "warnings", "aggregate", "delta", "session_id", "target")
+    __slots__ = ("ok", "job_id", "device", "kernels", "compile", "artifacts", "ncu", "error", "report_text", "warnings", "aggregate", "delta", "session_id", "target", "timings")
+    class TimingsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     OK_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
@@ -512,6 +528,7 @@ class ProfileResult(_message.Message):
     DELTA_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     job_id: str
     device: DeviceInfo
@@ -526,7 +543,8 @@ class ProfileResult(_message.Message):
     delta: _containers.RepeatedCompositeFieldContainer[DeltaRow]
     session_id: str
     target: str
-    def __init__(self, ok: _Optional[bool] = ..., job_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., kernels: _Optional[_Iterable[_Union[KernelResult, _Mapping]]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., ncu: _Optional[_Union[NcuRun, _Mapping]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., report_text: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., aggregate: _Optional[_Union[Aggregate, _Mapping]] = ..., delta: _Optional[_Iterable[_Union[DeltaRow, _Mapping]]] = ..., session_id: _Optional[str] = ..., target: _Optional[str] = ...) -> None: ...
+    timings: _containers.ScalarMap[str, float]
+    def __init__(self, ok: _Optional[bool] = ..., job_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., kernels: _Optional[_Iterable[_Union[KernelResult, _Mapping]]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., ncu: _Optional[_Union[NcuRun, _Mapping]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., report_text: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., aggregate: _Optional[_Union[Aggregate, _Mapping]] = ..., delta: _Optional[_Iterable[_Union[DeltaRow, _Mapping]]] = ..., session_id: _Optional[str] = ..., target: _Optional[str] = ..., timings: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class AnalyzeRequest(_message.Message):
     __slots__ = ("chunk", "filename", "filter", "session_id", "size")
@@ -641,7 +659,14 @@ class TrialResult(_message.Message):
     def __init__(self, index: _Optional[int] = ..., ok: _Optional[bool] = ..., message: _Optional[str] = ..., input_shapes: _Optional[_Iterable[str]] = ..., max_abs_error: _Optional[float] = ..., mean_abs_error: _Optional[float] = ..., max_rel_error: _Optional[float] = ..., first_mismatch: _Optional[str] = ...) -> None: ...
 
 class CorrectnessResult(_message.Message):
-    __slots__ = ("ok", "trials", "passed", "trial_results", "tolerances", "max_abs_error", "mean_abs_error", "max_rel_error", "message", "error", "compile")
+    __slots__ = ("ok", "trials", "passed", "trial_results", "tolerances", "max_abs_error", "mean_abs_error", "max_rel_error", "message", "error", "compile", "timings")
+    class TimingsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     OK_FIELD_NUMBER: _ClassVar[int]
     TRIALS_FIELD_NUMBER: _ClassVar[int]
     PASSED_FIELD_NUMBER: _ClassVar[int]
@@ -653,6 +678,7 @@ class CorrectnessResult(_message.Message):
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     COMPILE_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     trials: int
     passed: int
@@ -664,7 +690,8 @@ class CorrectnessResult(_message.Message):
     message: str
     error: JobError
     compile: CompileResult
-    def __init__(self, ok: _Optional[bool] = ..., trials: _Optional[int] = ..., passed: _Optional[int] = ..., trial_results: _Optional[_Iterable[_Union[TrialResult, _Mapping]]] = ..., tolerances: _Optional[_Iterable[_Union[Tolerance, _Mapping]]] = ..., max_abs_error: _Optional[float] = ..., mean_abs_error: _Optional[float] = ..., max_rel_error: _Optional[float] = ..., message: _Optional[str] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ...) -> None: ...
+    timings: _containers.ScalarMap[str, float]
+    def __init__(self, ok: _Optional[bool] = ..., trials: _Optional[int] = ..., passed: _Optional[int] = ..., trial_results: _Optional[_Iterable[_Union[TrialResult, _Mapping]]] = ..., tolerances: _Optional[_Iterable[_Union[Tolerance, _Mapping]]] = ..., max_abs_error: _Optional[float] = ..., mean_abs_error: _Optional[float] = ..., max_rel_error: _Optional[float] = ..., message: _Optional[str] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., timings: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class CheckCorrectnessResponse(_message.Message):
     __slots__ = ("result",)
@@ -727,8 +754,15 @@ class ModelTiming(_message.Message):
     def __init__(self, events: _Optional[_Union[TimingStats, _Mapping]] = ..., wall: _Optional[_Union[TimingStats, _Mapping]] = ..., kernels: _Optional[_Union[TimingStats, _Mapping]] = ..., launches_per_call: _Optional[int] = ..., launch_records: _Optional[_Iterable[_Union[LaunchRecord, _Mapping]]] = ..., peak_memory_bytes: _Optional[int] = ...) -> None: ...
 
 class BenchmarkResult(_message.Message):
-    __slots__ = ("ok", "candidate", "reference", "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_basis", "method", "clocks_mhz", "flags", "memory_ratio", "fusion_ratio", "error", "compile", "decisive_flags")
+    __slots__ = ("ok", "candidate", "reference", "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_basis", "method", "clocks_mhz", "flags", "memory_ratio", "fusion_ratio", "error", "compile", "decisive_flags", "timings")
     class ClocksMhzEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class TimingsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -750,6 +784,7 @@ class BenchmarkResult(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     COMPILE_FIELD_NUMBER: _ClassVar[int]
     DECISIVE_FLAGS_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     candidate: ModelTiming
     reference: ModelTiming
@@ -765,7 +800,8 @@ class BenchmarkResult(_message.Message):
     error: JobError
     compile: CompileResult
     decisive_flags: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, ok: _Optional[bool] = ..., candidate: _Optional[_Union[ModelTiming, _Mapping]] = ..., reference: _Optional[_Union[ModelTiming, _Mapping]] = ..., speedup: _Optional[float] = ..., speedup_ci_low: _Optional[float] = ..., speedup_ci_high: _Optional[float] = ..., speedup_basis: _Optional[str] = ..., method: _Optional[str] = ..., clocks_mhz: _Optional[_Mapping[str, float]] = ..., flags: _Optional[_Iterable[str]] = ..., memory_ratio: _Optional[float] = ..., fusion_ratio: _Optional[float] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., decisive_flags: _Optional[_Iterable[str]] = ...) -> None: ...
+    timings: _containers.ScalarMap[str, float]
+    def __init__(self, ok: _Optional[bool] = ..., candidate: _Optional[_Union[ModelTiming, _Mapping]] = ..., reference: _Optional[_Union[ModelTiming, _Mapping]] = ..., speedup: _Optional[float] = ..., speedup_ci_low: _Optional[float] = ..., speedup_ci_high: _Optional[float] = ..., speedup_basis: _Optional[str] = ..., method: _Optional[str] = ..., clocks_mhz: _Optional[_Mapping[str, float]] = ..., flags: _Optional[_Iterable[str]] = ..., memory_ratio: _Optional[float] = ..., fusion_ratio: _Optional[float] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., decisive_flags: _Optional[_Iterable[str]] = ..., timings: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class BenchmarkResponse(_message.Message):
     __slots__ = ("result",)
@@ -788,7 +824,14 @@ class EvaluateRequest(_message.Message):
     def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., trials: _Optional[int] = ..., skip_profile: _Optional[bool] = ..., session_id: _Optional[str] = ..., policy: _Optional[_Union[StaticPolicy, _Mapping]] = ...) -> None: ...
 
 class EvaluateResult(_message.Message):
-    __slots__ = ("ok", "static_check", "correctness", "benchmark", "profile", "sol_pct", "sol_definition", "report_text")
+    __slots__ = ("ok", "static_check", "correctness", "benchmark", "profile", "sol_pct", "sol_definition", "report_text", "timings")
+    class TimingsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     OK_FIELD_NUMBER: _ClassVar[int]
     STATIC_CHECK_FIELD_NUMBER: _ClassVar[int]
     CORRECTNESS_FIELD_NUMBER: _ClassVar[int]
@@ -797,6 +840,7 @@ class EvaluateResult(_message.Message):
     SOL_PCT_FIELD_NUMBER: _ClassVar[int]
     SOL_DEFINITION_FIELD_NUMBER: _ClassVar[int]
     REPORT_TEXT_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     static_check: StaticCheckResult
     correctness: CorrectnessResult
@@ -805,7 +849,8 @@ class EvaluateResult(_message.Message):
     sol_pct: float
     sol_definition: str
     report_text: str
-    def __init__(self, ok: _Optional[bool] = ..., static_check: _Optional[_Union[StaticCheckResult, _Mapping]] = ..., correctness: _Optional[_Union[CorrectnessResult, _Mapping]] = ..., benchmark: _Optional[_Union[BenchmarkResult, _Mapping]] = ..., profile: _Optional[_Union[ProfileResult, _Mapping]] = ..., sol_pct: _Optional[float] = ..., sol_definition: _Optional[str] = ..., report_text: _Optional[str] = ...) -> None: ...
+    timings: _containers.ScalarMap[str, float]
+    def __init__(self, ok: _Optional[bool] = ..., static_check: _Optional[_Union[StaticCheckResult, _Mapping]] = ..., correctness: _Optional[_Union[CorrectnessResult, _Mapping]] = ..., benchmark: _Optional[_Union[BenchmarkResult, _Mapping]] = ..., profile: _Optional[_Union[ProfileResult, _Mapping]] = ..., sol_pct: _Optional[float] = ..., sol_definition: _Optional[str] = ..., report_text: _Optional[str] = ..., timings: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class EvaluateResponse(_message.Message):
     __slots__ = ("progress", "result")
