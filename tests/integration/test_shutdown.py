@@ -17,15 +17,16 @@ from tests.conftest import free_port, wait_healthy, wait_until
 
 pytest.importorskip("torch", reason="the compile job imports the problem with PyTorch (the CPU build will do)")
 
-# A problem whose import holds its compile in flight: it says it runs (`started`), then waits until the test
-# releases it (`release`), so the signal always comes while the request is in its worker.
+# A problem whose import holds its compile in flight: it says it runs (`job-started`, in its cell: the jail lets
+# it write nowhere else), then waits until the test releases it (`job-release` beside it), so the signal always
+# comes while the request is in its worker.
 SLOW_PROBLEM = """import os
 import time
 import torch
 import torch.nn as nn
 
-open({started!r}, "w").close()
-while not os.path.exists({release!r}):
+open("job-started", "w").close()
+while not os.path.exists("job-release"):
     time.sleep(0.05)
 
 
@@ -67,9 +68,7 @@ class Served:
     def compile_in_background(self) -> dict[str, object]:
         """Start a compile that stays in its worker until `release()`; the dict gets its result or error."""
         answer: dict[str, object] = {}
-        started = self.state / "job-started"
-        problem = SLOW_PROBLEM.format(started=str(started), release=str(self.state / "job-release"))
-        source = KernelSource(main=SourceFile(name="slow.py", content=problem.encode()))
+        source = KernelSource(main=SourceFile(name="slow.py", content=SLOW_PROBLEM.encode()))
 
         def call() -> None:
             with ProfilerClient(self.target, timeout=120) as client:
@@ -80,12 +79,16 @@ class Served:
 
         answer["thread"] = thread = threading.Thread(target=call)
         thread.start()
-        wait_until(started.exists, "the compile runs in its worker")
+        wait_until(self._started, "the compile runs in its worker")
         return answer
+
+    def _started(self) -> list[Path]:
+        return list(self.state.glob("*/*/job-started"))
 
     def release(self) -> None:
         """Let the compile in flight finish."""
-        (self.state / "job-release").touch()
+        for started in self._started():
+            (started.parent / "job-release").touch()
 
     def wait_log(self, line: str) -> None:
         """Wait until the server's log holds `line` (it handled a signal)."""
