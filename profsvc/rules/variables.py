@@ -12,6 +12,10 @@ lacks it), a rule may read:
   `roofline_pct` (% of the DRAM roof), `roofline_bound_pct` (the binding unit's % of its
   peak), `roofline_precision_flop` (the FLOPs of the precision that placed the kernel,
   None when no precision did).
+- `l1tex_cost_pct`: what the kernel's L1TEX traffic costs it, for hints about that traffic's causes: the
+  warps' waits on the L1TEX queue and its results (long scoreboard and lg throttle cycles over the cycles
+  between two issues) or the memory throughput, whichever is larger, at most 100 (the memory throughput
+  alone without stall data).
 - `limiter_registers`, `limiter_shared_memory`, `limiter_warps`, `limiter_blocks`:
   1.0 for the occupancy limiter KernelResult.occupancy_limiter names, 0.0 for the others,
   None when it names none.
@@ -55,6 +59,7 @@ EXTRA_UNITS: dict[str, str] = {
     **{f"stall_{reason}_cycles": "cycle" for reason in STALL_REASONS},
     **{f"roofline_{bound}": "" for bound in ROOFLINE_BOUNDS},
     "stall_share_total_pct": "%",
+    "l1tex_cost_pct": "%",
     "roofline_pct": "%",
     "roofline_bound_pct": "%",
     "roofline_precision_flop": "flop",
@@ -85,4 +90,14 @@ def kernel_variables(kernel: KernelResult, catalog: Catalog) -> dict[str, Value]
     limiter = kernel.occupancy_limiter
     for name in LIMITERS:
         values[f"limiter_{name}"] = (1.0 if name == limiter else 0.0) if limiter else None
+    values["l1tex_cost_pct"] = _l1tex_cost(values)
     return values
+
+
+def _l1tex_cost(values: dict[str, Value]) -> Value:
+    memory = values.get("memory_throughput_pct")
+    waits, between = values.get("stall_long_scoreboard_cycles"), values.get("warp_cycles_per_issued_instruction")
+    lg = values.get("stall_lg_throttle_cycles")
+    stalled = 100 * (waits + lg) / between if waits is not None and lg is not None and between else None
+    known = [v for v in (memory, stalled) if v is not None]
+    return min(100.0, max(known)) if known else None

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from profsvc.worker.control import ControlChannel
-from profsvc.worker.correctness import flatten, outputs_alias_inputs, poison_allocator
+from profsvc.worker.correctness import clone_inputs, flatten, outputs_alias_inputs, poison_allocator
 from profsvc.worker.exchange import load, save, to_device
 from profsvc.worker.faults import fault_kind
 from profsvc.worker.problem import load_candidate
@@ -56,11 +56,13 @@ class _Candidate:
             poison_allocator(torch)
         kernels: list[str] = []
         with torch.no_grad():
-            if command.get("record"):
-                outputs, kernels = launched_kernels(self.model, inputs, torch)
-            else:
-                outputs = self.model(*inputs)
-                torch.cuda.synchronize()
+            # The kernels it launches are recorded on a call of their own, after this one: a GPU fault then
+            # surfaces here, outside the profiler, whose stop can hang on a broken context (seen on an H200).
+            pristine = clone_inputs(inputs, torch) if command.get("record") else None
+            outputs = self.model(*inputs)
+            torch.cuda.synchronize()
+            if pristine is not None:
+                _, kernels = launched_kernels(self.model, pristine, torch)
         flat = flatten(outputs, torch)
         aliases = outputs_alias_inputs(flat, inputs, torch)
         save(self.cell / command["out"], {"outputs": flat, "inputs": inputs}, torch)

@@ -405,7 +405,6 @@ ALL_ZERO_ALLOWED = {
     "fp64_flop_per_s": "no committed kernel does FP64 arithmetic",
     "tensor_gmma_instructions": "no committed kernel uses warpgroup MMA (wgmma)",
     "tensor_imma_instructions": "no committed kernel uses integer MMA",
-    "fp16_math_flop": "until tests/fixtures/figures/ is captured (examples/figures/half2_fma.cu does half2 math)",
 }
 
 CAPTURE = "run tools/capture_ncu_pages.sh on a host with ncu (2025.3.1) and commit the pages"
