@@ -1,4 +1,5 @@
-"""The fast route's load_inline arguments: torch headers out of nvcc's unit, host glue at -O1 with a pch."""
+"""The fast route's load_inline arguments (torch headers out of nvcc's unit, host glue at -O1 with a pch), and the
+wrapper's tries: light header, full header, the build as written, each recorded with its route and reason."""
 
 from __future__ import annotations
 
@@ -8,11 +9,10 @@ import subprocess
 
 import pytest
 
-from profsvc.worker.inline_cache import _host_cflags, split_arguments
+from profsvc.build import routes
 from profsvc.worker.inline_split import split_source
 from tests.conftest import FIXTURES
 
-PCH = ["-include", "/cache/pch/0123/torch_extension.h"]
 TORCH_INCLUDE = "#include <torch/extension.h>"
 
 
@@ -45,8 +45,13 @@ def test_seed_arguments_are_the_ones_written_in_the_seed():
     assert TORCH_INCLUDE in SEED["cuda_sources"]
 
 
+def split_arguments(arguments: dict) -> dict | None:
+    """The split route's arguments for a call, None where the route is torch's."""
+    return routes.decide(routes.normalize_arguments(arguments)).fast
+
+
 def test_seed_fast_route_keeps_torch_out_of_the_cuda_unit():
-    fast = split_arguments(SEED, PCH)
+    fast = split_arguments(SEED)
     assert fast is not None
     assert fast["no_implicit_headers"] is True
     assert "torch/extension.h" not in fast["cuda_sources"]
@@ -55,7 +60,7 @@ def test_seed_fast_route_keeps_torch_out_of_the_cuda_unit():
 
 
 def test_seed_fast_route_host_unit_is_torch_header_then_user_cpp_then_host_part():
-    fast = split_arguments(SEED, PCH)
+    fast = split_arguments(SEED)
     assert fast is not None
     cpp = fast["cpp_sources"]
     assert cpp[0] == TORCH_INCLUDE
@@ -65,68 +70,73 @@ def test_seed_fast_route_host_unit_is_torch_header_then_user_cpp_then_host_part(
     assert "vga_linear_forward" in cpp[2]
 
 
-def test_seed_fast_route_host_flags_are_O1_and_the_pch():
-    fast = split_arguments(SEED, PCH)
+def test_seed_fast_route_host_flags_are_O1():
+    fast = split_arguments(SEED)
     assert fast is not None
-    assert fast["extra_cflags"] == ["-O1", *PCH]
+    assert fast["extra_cflags"] == ["-O1"]
 
 
 def test_fast_route_keeps_the_users_other_host_flags_and_arguments():
     arguments = {**SEED, "extra_cflags": ["-O3", "-DFAST=1", "-Ofast", "-g", "-DOPT=-O2"]}
     before = copy.deepcopy(arguments)
-    fast = split_arguments(arguments, PCH)
+    fast = split_arguments(arguments)
     assert fast is not None
-    assert fast["extra_cflags"] == ["-DFAST=1", "-g", "-DOPT=-O2", "-O1", *PCH]
+    assert fast["extra_cflags"] == ["-DFAST=1", "-g", "-DOPT=-O2", "-O1"]
     for key in ("name", "functions", "verbose", "extra_cuda_cflags"):
         assert fast[key] == arguments[key]
     assert arguments == before  # the caller's arguments are left as they were
 
 
-def test_fast_route_without_user_host_flags_or_pch():
+def test_fast_route_without_user_host_flags():
     arguments = {key: value for key, value in SEED.items() if key != "extra_cflags"}
-    fast = split_arguments(arguments, [])
+    fast = split_arguments(arguments)
     assert fast is not None
     assert fast["extra_cflags"] == ["-O1"]
 
 
 def test_cuda_sources_given_as_a_list_are_joined():
     head, tail = SEED["cuda_sources"].split("__global__", 1)
-    fast = split_arguments({**SEED, "cuda_sources": [head, "__global__" + tail]}, PCH)
+    fast = split_arguments({**SEED, "cuda_sources": [head, "__global__" + tail]})
     assert fast is not None
     assert fast["cuda_sources"] == split_source(head + "\n__global__" + tail).cuda
 
 
 def test_cpp_sources_given_as_a_list_keep_their_order():
-    fast = split_arguments({**SEED, "cpp_sources": ["// one", SEED["cpp_sources"]]}, PCH)
+    fast = split_arguments({**SEED, "cpp_sources": ["// one", SEED["cpp_sources"]]})
     assert fast is not None
     assert fast["cpp_sources"][:3] == [TORCH_INCLUDE, "// one", SEED["cpp_sources"]]
 
 
-TEMPLATED = (
+SCALAR_T_OUTSIDE_DISPATCH = (
     TORCH_INCLUDE
     + "\ntemplate <typename T> __global__ void k(T* x) {}\n"
-    + "torch::Tensor run(torch::Tensor x) {\n  k<float><<<1, 1>>>(x.data_ptr<float>());\n  return x;\n}\n"
+    + "torch::Tensor run(torch::Tensor x) {\n  using scalar_t = float;\n"
+    + "  k<scalar_t><<<1, 1>>>(x.data_ptr<scalar_t>());\n  return x;\n}\n"
 )
 
 
 @pytest.mark.parametrize(
-    "change",
+    ("change", "reason"),
     [
-        {"cuda_sources": TEMPLATED, "functions": ["run"]},
-        {"functions": None},
-        {"cuda_sources": None},
-        {"cuda_sources": "  \n"},
-        {"cuda_sources": []},
+        ({"cuda_sources": SCALAR_T_OUTSIDE_DISPATCH, "functions": ["run"]}, routes.SPLIT_DECLINED),
+        ({"cuda_sources": None}, routes.CPP_ONLY),
+        ({"cuda_sources": "  \n"}, routes.CPP_ONLY),
+        ({"cuda_sources": []}, routes.CPP_ONLY),
     ],
-    ids=["templated launch", "no functions", "no cuda", "blank cuda", "empty cuda list"],
+    ids=["scalar_t outside a dispatch", "no cuda", "blank cuda", "empty cuda list"],
 )
-def test_no_fast_route_when_the_source_does_not_allow_it(change):
-    assert split_arguments({**SEED, **change}, PCH) is None
+def test_no_fast_route_when_the_source_does_not_allow_it(change, reason):
+    decision = routes.decide(routes.normalize_arguments({**SEED, **change}))
+    assert decision.fast is None
+    assert (decision.route, decision.reason) == (routes.ROUTE_TORCH, reason)
 
 
-def test_no_fast_route_without_functions_key():
-    arguments = {key: value for key, value in SEED.items() if key != "functions"}
-    assert split_arguments(arguments, PCH) is None
+def test_a_source_binding_its_own_functions_takes_the_fast_route():
+    binding = 'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("vga_linear_forward", &vga_linear_forward); }\n'
+    arguments = {**SEED, "functions": None, "cuda_sources": SEED["cuda_sources"] + binding}
+    fast = split_arguments(arguments)
+    assert fast is not None
+    assert "PYBIND11_MODULE" in fast["cpp_sources"][-1] and "PYBIND11_MODULE" not in fast["cuda_sources"]
 
 
 @pytest.mark.parametrize(
@@ -141,7 +151,7 @@ def test_no_fast_route_without_functions_key():
     ],
 )
 def test_host_cflags_replace_the_optimisation_level_with_O1(flags, expected):
-    assert _host_cflags(flags) == expected
+    assert routes.glue_cflags(flags) == expected
 
 
 def _install_with(monkeypatch, tmp_path, build):
@@ -152,9 +162,7 @@ def _install_with(monkeypatch, tmp_path, build):
 
     build.__wrapped__ = cpp_extension.load_inline  # torch's signature, which install() binds the call to
     monkeypatch.setattr(cpp_extension, "load_inline", build)
-    monkeypatch.setattr(
-        inline_cache, "prepare_pch", lambda root, flags, includes, light=False: ["-include", f"light={light}"]
-    )
+    monkeypatch.setattr(inline_cache, "prepare_pch", lambda root, flags, header="full": ["-include", header])
     recorder = inline_cache.InlineRecorder()
     inline_cache.install(tmp_path, lineinfo=True, user_text="", recorder=recorder)
     return cpp_extension.load_inline, recorder
@@ -167,18 +175,20 @@ def test_the_light_header_is_tried_first_then_the_full_one_each_with_its_own_sou
     def build(**kwargs):
         calls.append(kwargs)
         kwargs["cpp_sources"].append("PYBIND11_MODULE(...)")  # what torch's load_inline does to the list
-        if "light=True" in kwargs["extra_cflags"]:
+        if "light" in kwargs["extra_cflags"]:
             raise RuntimeError("error: 'nn' is not a member of 'torch'")
         return "module"
 
     load_inline, recorder = _install_with(monkeypatch, tmp_path, build)
     assert load_inline(**SEED) == "module"
     light, full = calls
-    assert light["extra_cflags"][-2:] == ["-include", "light=True"]
-    assert full["extra_cflags"][-2:] == ["-include", "light=False"]
+    assert light["extra_cflags"][-2:] == ["-include", "light"]
+    assert full["extra_cflags"][-2:] == ["-include", "full"]
     assert full["cpp_sources"].count("PYBIND11_MODULE(...)") == 1  # not the failed try's binding too
     assert light["build_directory"] != full["build_directory"]
-    assert recorder.builds[0].route == "split" and recorder.builds[0].fallback_seconds > 0
+    build = recorder.builds[0]
+    assert build.route == "split" and build.fallback_seconds > 0
+    assert build.route_reason == routes.LIGHT_HEADER_FAILED
 
 
 def test_a_build_the_light_header_serves_is_split_light(monkeypatch, tmp_path):
@@ -193,35 +203,43 @@ def test_a_build_the_light_header_serves_is_split_light(monkeypatch, tmp_path):
     assert load_inline(**SEED) == "module"
     assert len(calls) == 1 and recorder.builds[0].route == "split-light"
     assert recorder.builds[0].fallback_seconds == 0
+    assert (recorder.builds[0].route_reason, recorder.builds[0].route_detail) == ("", "")
 
 
 @pytest.mark.parametrize(
-    ("ninja_says", "routes"),
+    ("ninja_says", "routes_tried"),
     [
-        ("[1/3] nvcc\nFAILED: cuda.cuda.o \nnvcc ... error: expected a ';'", ["light=True", "as written"]),
-        ("[1/3] nvcc\nFAILED: [code=1] cuda.cuda.o \nnvcc ... error", ["light=True", "as written"]),
-        ("[1/3] c++\nFAILED: main.o \nc++ ... error: 'nn' is not a member of 'torch'", ["light=True", "light=False"]),
-        ("[1/3] c++\nFAILED: [code=1] main.o \nc++ ... error", ["light=True", "light=False"]),
-        ("[1/3] c++\nFAILED: cuda.cuda.o \n...\nFAILED: main.o \n...", ["light=True", "light=False"]),
-        ("[1/3] c++\nFAILED: main.o \nmain.cpp:3: #error FAILED: cuda.cuda.o", ["light=True", "light=False"]),
-        ("[1/3] nvcc\nFAILED: cuda.cuda.o \ncuda.cu:3: error: #error FAILED: main.o", ["light=True", "as written"]),
-        ("the precompiled header could not be made", ["light=True", "light=False", "as written"]),
+        ("[1/3] nvcc\nFAILED: cuda.cuda.o \nnvcc ... error: expected a ';'", ["light", "as written"]),
+        ("[1/3] nvcc\nFAILED: [code=1] cuda.cuda.o \nnvcc ... error", ["light", "as written"]),
+        ("[1/3] c++\nFAILED: main.o \nc++ ... error: 'nn' is not a member of 'torch'", ["light", "full"]),
+        ("[1/3] c++\nFAILED: [code=1] main.o \nc++ ... error", ["light", "full"]),
+        ("[1/3] c++\nFAILED: cuda.cuda.o \n...\nFAILED: main.o \n...", ["light", "full"]),
+        ("[1/3] c++\nFAILED: main.o \nmain.cpp:3: #error FAILED: cuda.cuda.o", ["light", "full"]),
+        ("[1/3] nvcc\nFAILED: cuda.cuda.o \ncuda.cu:3: error: #error FAILED: main.o", ["light", "as written"]),
+        ("the precompiled header could not be made", ["light", "full", "as written"]),
     ],
 )
-def test_the_full_header_is_tried_only_where_the_glue_unit_may_have_failed(monkeypatch, tmp_path, ninja_says, routes):
+def test_the_full_header_is_tried_only_where_the_glue_unit_may_have_failed(
+    monkeypatch, tmp_path, ninja_says, routes_tried
+):
     pytest.importorskip("torch")
     tried = []
 
     def build(**kwargs):
         flags = kwargs.get("extra_cflags") or []
         tried.append(flags[-1] if flags[-2:-1] == ["-include"] else "as written")
-        if tried[-1] == "light=True" or (tried[-1] == "light=False" and "FAILED" not in ninja_says):
+        if tried[-1] == "light" or (tried[-1] == "full" and "FAILED" not in ninja_says):
             raise RuntimeError(f"Error building extension 'vga_linear_probe': {ninja_says}")
         return "module"
 
-    load_inline, _ = _install_with(monkeypatch, tmp_path, build)
+    load_inline, recorder = _install_with(monkeypatch, tmp_path, build)
     assert load_inline(**SEED) == "module"
-    assert tried == routes
+    assert tried == routes_tried
+    taken = recorder.builds[0]
+    if routes_tried[-1] == "as written":
+        assert (taken.route, taken.route_reason) == ("torch", routes.SPLIT_FAILED)
+        # Only a kernel unit that failed by itself goes straight to the build as written.
+        assert ("kernel unit failed" in taken.route_detail) == (routes_tried == ["light", "as written"])
 
 
 def test_a_header_gcc_refused_to_precompile_is_not_tried_again(monkeypatch, tmp_path):
@@ -234,7 +252,7 @@ def test_a_header_gcc_refused_to_precompile_is_not_tried_again(monkeypatch, tmp_
     monkeypatch.setattr(cpp_extension, "CUDA_HOME", str(tmp_path))
     missing = ["-include", str(tmp_path / "missing.h")]  # g++ refuses this unit: the file is not there
     with pytest.raises(subprocess.CalledProcessError) as first:
-        inline_cache.prepare_pch(tmp_path, missing, [], light=True)
+        inline_cache.prepare_pch(tmp_path, missing, header="light")
     assert b"missing.h" in first.value.stderr
 
     def not_again(*args, **kwargs):
@@ -242,5 +260,5 @@ def test_a_header_gcc_refused_to_precompile_is_not_tried_again(monkeypatch, tmp_
 
     monkeypatch.setattr(inline_cache.subprocess, "run", not_again)
     with pytest.raises(subprocess.CalledProcessError) as second:
-        inline_cache.prepare_pch(tmp_path, missing, [], light=True)
+        inline_cache.prepare_pch(tmp_path, missing, header="light")
     assert second.value.stderr == first.value.stderr[-4000:]
