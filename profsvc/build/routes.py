@@ -167,17 +167,14 @@ def normalize_arguments(arguments: dict[str, Any], *, server_arch: str = "", lin
     """
     normalized = dict(arguments)
     for name in FLAG_ARGUMENTS:
-        if name in normalized:
-            normalized[name] = normalize_flags(normalized[name])
-    cuda_flags = [*(normalized.get("extra_cuda_cflags") or [])]
+        normalized[name] = normalize_flags(normalized.get(name))
+    cuda_flags = normalized["extra_cuda_cflags"]
     if lineinfo and _sources(normalized.get("cuda_sources")):
-        cuda_flags.append("-lineinfo")
-    if cuda_flags or "extra_cuda_cflags" in normalized:
-        normalized["extra_cuda_cflags"] = normalize_cuda_flags(cuda_flags, server_arch)
-    if "extra_include_paths" in normalized:
-        paths = normalized["extra_include_paths"]
-        paths = [paths] if isinstance(paths, str) else list(paths or [])
-        normalized["extra_include_paths"] = list(dict.fromkeys(p.strip() for p in paths if str(p).strip()))
+        cuda_flags = [*cuda_flags, "-lineinfo"]
+    normalized["extra_cuda_cflags"] = normalize_cuda_flags(cuda_flags, server_arch)
+    paths = normalized.get("extra_include_paths")
+    paths = [paths] if isinstance(paths, str) else list(paths or [])
+    normalized["extra_include_paths"] = list(dict.fromkeys(str(p).strip() for p in paths if str(p).strip()))
     # A request for torch's own precompiled header, which it writes into torch's install: the routes here
     # precompile their own, and the library is the same.
     normalized.pop("use_pch", None)
