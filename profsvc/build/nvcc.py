@@ -46,7 +46,7 @@ async def build_cuda_program(
         directory = cache.directory(key)
         binary = directory / BINARY_NAME
         if binary.is_file():
-            unit = BuiltUnit(name=file_name, cache_key=key, cached=True, seconds=time.monotonic() - start)
+            unit = BuiltUnit(name=file_name, cache_key=key, cached=True, seconds=time.monotonic() - start, route="nvcc")
             return ProgramBuild(CompileResult(ok=True, seconds=unit.seconds, units=[unit]), binary)
         (directory / file_name).write_text(source)
         partial = directory / (BINARY_NAME + ".partial")
@@ -61,7 +61,7 @@ async def build_cuda_program(
                 CompileResult(ok=False, diagnostics=parse_diagnostics(log), log=log, seconds=seconds), None
             )
         partial.replace(binary)
-        unit = BuiltUnit(name=file_name, cache_key=key, cached=False, seconds=seconds)
+        unit = BuiltUnit(name=file_name, cache_key=key, cached=False, seconds=seconds, route="nvcc")
         result = CompileResult(ok=True, diagnostics=parse_diagnostics(log), log=log, seconds=seconds, units=[unit])
         return ProgramBuild(result, binary)
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -13,6 +14,8 @@ from profsvc.build.diagnostics import FileMap, parse_diagnostics
 from profsvc.proc import ProcessResult
 from profsvc.worker.faults import fault_kind, signal_name
 from profsvc_client.models import BuiltUnit, CompileResult, Diagnostic, JobError, Severity, Stage
+
+log = logging.getLogger("profsvc.build")
 
 HARNESS_MODULE = "profsvc.worker.harness"
 # Lines torch's load_inline puts before the user's source: 3 includes in cuda.cu, 1 in main.cpp.
@@ -141,7 +144,15 @@ def _error(message: str) -> Diagnostic:
 def compile_result(status: HarnessStatus, user_file: str, seconds: float) -> CompileResult:
     """Turn the harness status into a CompileResult, diagnostics mapped into the user's file."""
     units = [
-        BuiltUnit(name=b["name"], cache_key=b["cache_key"], cached=b["cached"], seconds=b["seconds"])
+        BuiltUnit(
+            name=b["name"],
+            cache_key=b["cache_key"],
+            cached=b["cached"],
+            seconds=b["seconds"],
+            route=str(b.get("route", "")),
+            route_reason=str(b.get("route_reason", "")),
+            route_detail=str(b.get("route_detail", "")),
+        )
         for b in status.builds
     ]
     if status.ok:
@@ -189,4 +200,14 @@ async def compile_problem(
         timed_out=process.timed_out,
         output=process.stderr or process.stdout,
     )
-    return compile_result(status, main.name, time.monotonic() - start), status
+    result = compile_result(status, main.name, time.monotonic() - start)
+    for unit in result.units:
+        log.info(unit_line(unit))
+    return result, status
+
+
+def unit_line(unit: BuiltUnit) -> str:
+    """One line per build: what was built, how, and, where a faster route was declined, why."""
+    how = "cached" if unit.cached else f"{unit.seconds:.1f} s"
+    declined = f"; {unit.route_reason}: {unit.route_detail}" if unit.route_reason else ""
+    return f"built {unit.name} ({how}): route {unit.route or 'unknown'}{declined}"
