@@ -348,7 +348,10 @@ def install(cache_root: Path, *, lineinfo: bool, user_text: str, recorder: Inlin
         recorder.builds.append(record)
 
         def as_written(directory: str) -> Any:
-            return original_inline(**{**arguments, "build_directory": directory})
+            # Copies of the source lists: torch inserts its headers into the lists it is given, which would change
+            # the key of the module's next call with the same lists.
+            sources = {k: list(v) for k, v in arguments.items() if k.endswith("_sources") and isinstance(v, list)}
+            return original_inline(**{**arguments, **sources, "build_directory": directory})
 
         return build(cache_root, arguments, decision, record, original_inline=original_inline, as_written=as_written)
 

@@ -284,15 +284,15 @@ class _Scanner:
         return self.start
 
 
-def _split_top(text: str, separators: str = ",") -> list[str]:
-    """Split at top-level separators (outside (), [], {} and <>)."""
+def _split_top(text: str) -> list[str]:
+    """Split at top-level commas (outside (), [], {} and <>)."""
     parts, depth, current = [], 0, []
     for c in text:
         if c in "([{<":
             depth += 1
         elif c in ")]}>":
             depth -= 1
-        if c in separators and depth == 0:
+        if c == "," and depth == 0:
             parts.append("".join(current))
             current = []
         else:

@@ -162,6 +162,7 @@ def _install_with(monkeypatch, tmp_path, build):
 
     build.__wrapped__ = cpp_extension.load_inline  # torch's signature, which install() binds the call to
     monkeypatch.setattr(cpp_extension, "load_inline", build)
+    monkeypatch.setattr(cpp_extension, "load", cpp_extension.load)  # install() replaces it too: put back after
     monkeypatch.setattr(inline_cache, "prepare_pch", lambda root, flags, header="full": ["-include", header])
     recorder = inline_cache.InlineRecorder()
     inline_cache.install(tmp_path, lineinfo=True, user_text="", recorder=recorder)
@@ -262,3 +263,78 @@ def test_a_header_gcc_refused_to_precompile_is_not_tried_again(monkeypatch, tmp_
     with pytest.raises(subprocess.CalledProcessError) as second:
         inline_cache.prepare_pch(tmp_path, missing, header="light")
     assert second.value.stderr == first.value.stderr[-4000:]
+
+
+CU_FILE = (
+    '#include <torch/extension.h>\n#include "common.cuh"\n'
+    "__global__ void k(float* x) { x[0] = one(); }\n"
+    "torch::Tensor f(torch::Tensor x) { k<<<1, 1>>>(x.data_ptr<float>()); return x; }\n"
+)
+
+
+def _sources_in(folder, files: dict[str, str]) -> list[str]:
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return [str(folder / name) for name in files if not name.endswith(".cuh")]
+
+
+def test_load_of_written_files_takes_the_split_route_and_finds_its_build_from_another_folder(monkeypatch, tmp_path):
+    pytest.importorskip("torch")
+    from torch.utils import cpp_extension
+
+    loads = []
+
+    def load(**kwargs):
+        loads.append(kwargs)
+        return "module"
+
+    load.__wrapped__ = cpp_extension.load
+    monkeypatch.setattr(cpp_extension, "load", load)
+    calls = []
+
+    def build(**kwargs):
+        calls.append(kwargs)
+        return "module"
+
+    _, recorder = _install_with(monkeypatch, tmp_path / "cache", build)
+    files = {"common.cuh": "__device__ float one() { return 1; }\n", "ext.cpp": "// bindings\n", "k.cu": CU_FILE}
+    first = _sources_in(tmp_path / "job1", files)
+    assert cpp_extension.load(name="ext", sources=first, extra_cuda_cflags=["-O3", ""]) == "module"
+    (fast,) = calls
+    assert loads == []
+    assert fast["no_implicit_headers"] is True and fast["functions"] is None
+    assert str(tmp_path / "job1") in fast["extra_include_paths"]  # so that cuda.cu finds "common.cuh"
+    assert "common.cuh" in fast["cuda_sources"] and "__global__" not in fast["cpp_sources"][-1]
+    assert recorder.builds[0].route == "split-light"
+    # The same files written into another job's folder: the same key.
+    second = _sources_in(tmp_path / "job2", files)
+    cpp_extension.load(name="ext", sources=second, extra_cuda_cflags=["-O3"])
+    assert recorder.builds[1].cache_key == recorder.builds[0].cache_key
+    # A changed header beside them: another key.
+    (tmp_path / "job2" / "common.cuh").write_text("__device__ float one() { return 2; }\n")
+    cpp_extension.load(name="ext", sources=second, extra_cuda_cflags=["-O3"])
+    assert recorder.builds[2].cache_key != recorder.builds[0].cache_key
+
+
+def test_load_of_several_files_is_built_as_written_into_the_cache(monkeypatch, tmp_path):
+    pytest.importorskip("torch")
+    from torch.utils import cpp_extension
+
+    loads = []
+
+    def load(**kwargs):
+        loads.append(kwargs)
+        return "module"
+
+    load.__wrapped__ = cpp_extension.load
+    monkeypatch.setattr(cpp_extension, "load", load)
+    _, recorder = _install_with(monkeypatch, tmp_path / "cache", lambda **kwargs: "not this one")
+    sources = _sources_in(tmp_path / "src", {"a.cpp": "int a;", "b.cpp": "int b;"})
+    assert cpp_extension.load(name="two", sources=sources, extra_cflags=["", "-O2"]) == "module"
+    (written,) = loads
+    assert written["sources"] == sources and written["extra_cflags"] == ["-O2"]
+    assert written["build_directory"].startswith(str(tmp_path / "cache"))
+    build = recorder.builds[0]
+    assert (build.route, build.route_reason) == ("torch", routes.LOAD_FILES)
+    assert "a.cpp, b.cpp" in build.route_detail
