@@ -80,9 +80,12 @@ def test_load_inline_build_is_cached_by_content(cpu_client):
     first = cpu_client.compile(_source("twice.py", PROBLEM))
     assert first.ok, first.diagnostics
     assert [u.name for u in first.units] == ["twice_ext"] and not first.units[0].cached
+    # A C++-only extension: built as written, and the answer says why no faster route was taken.
+    assert (first.units[0].route, first.units[0].route_reason) == ("torch", "cpp_only")
     second = cpu_client.compile(_source("again.py", PROBLEM))
     assert second.ok and second.units[0].cached
     assert second.units[0].cache_key == first.units[0].cache_key
+    assert (second.units[0].route, second.units[0].route_reason) == ("torch", "cpp_only")
     assert second.seconds < first.seconds
 
 
