@@ -44,7 +44,7 @@ using namespace nvcuda;
 // Each warp computes one 16x16 tile of C, accumulating in fp32 on the tensor cores.
 __global__ void wmma_gemm_kernel(const half* __restrict__ a, const half* __restrict__ b, half* __restrict__ c,
                                  int M, int N, int K) {
-    __shared__ float stage[WARPS_X * WARPS_Y][WMMA_M * WMMA_N];
+    __shared__ __align__(32) float stage[WARPS_X * WARPS_Y][WMMA_M * WMMA_N];  // wmma wants 256-bit alignment
     int tile_m = blockIdx.y * blockDim.y + threadIdx.y;
     int tile_n = (blockIdx.x * blockDim.x + threadIdx.x) / warpSize;
     if (tile_m * WMMA_M >= M || tile_n * WMMA_N >= N) return;  // the whole warp leaves together
