@@ -189,6 +189,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             with lock:
                 entry = results["sources"].setdefault(source.name, {"expected": expected.get(source.name, [])})
                 entry[side] = outcome
+                # After every build: a run cut short still leaves what it measured.
+                (args.out / "corpus_build.json").write_text(json.dumps(results, indent=2, default=str))
             shown = f"{outcome['seconds']:.2f} s" if "seconds" in outcome else f"FAILED {outcome['error'][-200:]}"
             log(f"{source.name} {side}: {shown}")
 
