@@ -171,7 +171,7 @@ class BuildService:
                 log.warning("the glue headers were not made (exit status %s): %s", process.returncode, tail)
                 return
             await asyncio.to_thread(self._install_pch, cell)
-        log.info("glue headers: %s", ", ".join(f"{header} {state}" for header, state in outcome.items()))
+        log.info("glue headers: %s", "; ".join(f"{header}: {state}" for header, state in outcome.items()))
 
     async def _headers_made(self) -> None:
         self.prepare_headers()
@@ -208,11 +208,13 @@ class BuildService:
 
     async def handle(self, message: dict[str, Any]) -> dict[str, Any]:
         """The control-channel handler of `build`."""
+        environment = await self.environment()
         try:
-            request = BuildRequest.from_message(message)
+            # Off the event loop: a request may carry megabytes of sources to check and hash.
+            request = await asyncio.to_thread(BuildRequest.from_message, message)
         except BadBuildRequest as error:
             return {"ok": False, "error": str(error)}
-        key = request.key(await self.environment())
+        key = await asyncio.to_thread(request.key, environment)
         async with self._locked(key):
             reply = await asyncio.to_thread(self._cached, key, request.artifact)
             if reply is None:
