@@ -32,6 +32,7 @@ class Limits(BaseModel):
     max_source_bytes: int = Field(default=1024 * 1024, gt=0, description="largest source file accepted")
     max_report_bytes: int = Field(default=200 * 1024 * 1024, gt=0, description="largest uploaded .ncu-rep")
     max_nvcc_flags: int = Field(default=32, ge=0)
+    max_program_args: int = Field(default=256, ge=0, description="most arguments a program may be run with")
     max_nvtx_includes: int = Field(default=32, ge=0, description="most NVTX ranges one kernel filter may name")
     max_launches: int = Field(default=64, gt=0, description="most launches one Profile may profile")
     max_trials: int = Field(default=50, gt=0, description="most correctness trials one request may ask for")

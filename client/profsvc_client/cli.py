@@ -182,9 +182,20 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--nvcc-flag", action="append", default=[], help="extra nvcc flag for a .cu program")
     _add_target(compile_)
 
-    profile = commands.add_parser("profile", help="profile a problem (.py) or CUDA program (.cu) under ncu")
+    profile = commands.add_parser(
+        "profile", help="profile a problem or Python program (.py), or a CUDA program (.cu), under ncu"
+    )
     profile.add_argument("file", type=Path)
+    profile.add_argument(
+        "program_args", nargs="*", metavar="-- ARGS", help="arguments of a program (after --: profile prog.py -- -n 4)"
+    )
     profile.add_argument("--reference", type=Path, default=None, help="separate reference module")
+    profile.add_argument(
+        "--target",
+        choices=("candidate", "reference"),
+        default="unspecified",
+        help="which model of a problem runs (default: ModelNew where there is one, else the reference)",
+    )
     profile.add_argument("--nvcc-flag", action="append", default=[], help="extra nvcc flag for a .cu program")
     profile.add_argument("--metric-set", default="", help="metric set (see `profsvc capabilities`)")
     profile.add_argument("--out", type=Path, default=None, help="save the .ncu-rep, result.json and report.txt here")
@@ -208,6 +219,12 @@ def build_parser() -> argparse.ArgumentParser:
     time_.add_argument("file", type=Path)
     time_.add_argument("--reference", type=Path, default=None, help="separate reference module")
     time_.add_argument("--trials", type=int, default=0, help="timed calls per model (default 100)")
+    time_.add_argument(
+        "--target",
+        choices=("candidate", "reference"),
+        default="unspecified",
+        help="time the reference alone with `reference` (default: the reference alone where there is no ModelNew)",
+    )
     _add_target(time_)
 
     evaluate = commands.add_parser("evaluate", help="everything for a submission: check, compile, time, profile")
@@ -364,7 +381,7 @@ def _emit_compile(result: CompileResult, args: argparse.Namespace) -> int:
 
 
 def _run_tool(client: ProfilerClient, args: argparse.Namespace, policy: StaticPolicy | None) -> int:
-    source = load_source(args.file, args.reference)
+    source = load_source(args.file, args.reference, target=getattr(args, "target", "unspecified"))
     result: StaticCheckResult | CorrectnessResult | BenchmarkResult | EvaluateResult
     if args.command == "lint":
         result = client.static_check(source, policy=policy)
@@ -557,7 +574,7 @@ def run(args: argparse.Namespace) -> int:
         progress = ProgressLine()
         try:
             result = client.profile(
-                load_source(args.file, args.reference, args.nvcc_flag),
+                load_source(args.file, args.reference, args.nvcc_flag, target=args.target, args=args.program_args),
                 kernel_filter=_filter(args),
                 metric_set=args.metric_set,
                 session_id=args.session,

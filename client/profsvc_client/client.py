@@ -33,6 +33,7 @@ from profsvc_client.models import (
     SourceKind,
     StaticCheckResult,
     StaticPolicy,
+    Target,
 )
 
 R = TypeVar("R", bound=BaseModel)
@@ -90,11 +91,25 @@ def multi_address_target(servers: str) -> str:
 
 
 def load_source(
-    path: str | Path, reference: str | Path | None = None, nvcc_flags: list[str] | None = None
+    path: str | Path,
+    reference: str | Path | None = None,
+    nvcc_flags: list[str] | None = None,
+    *,
+    target: Target | str = Target.UNSPECIFIED,
+    args: list[str] | None = None,
 ) -> KernelSource:
-    """Read a problem file (and optionally a separate reference) into a KernelSource."""
+    """Read a problem or program file (and optionally a separate reference) into a KernelSource.
+
+    `target`: which model of a Python problem runs (default: the candidate where there is one); `args`: what a
+    program is run with.
+    """
     main = Path(path)
-    source = KernelSource(main=SourceFile(name=main.name, content=main.read_bytes()), nvcc_flags=list(nvcc_flags or []))
+    source = KernelSource(
+        main=SourceFile(name=main.name, content=main.read_bytes()),
+        nvcc_flags=list(nvcc_flags or []),
+        target=Target(target),
+        args=list(args or []),
+    )
     if reference is not None:
         ref = Path(reference)
         source.reference = SourceFile(name=ref.name, content=ref.read_bytes())

@@ -22,6 +22,15 @@ class SourceKind(enum.StrEnum):
     UNSPECIFIED = "unspecified"
     PYTHON_PROBLEM = "python_problem"
     CUDA_PROGRAM = "cuda_program"
+    PYTHON_PROGRAM = "python_program"
+
+
+class Target(enum.StrEnum):
+    """Which model of a Python problem runs."""
+
+    UNSPECIFIED = "unspecified"
+    CANDIDATE = "candidate"
+    REFERENCE = "reference"
 
 
 class Stage(enum.StrEnum):
@@ -59,6 +68,8 @@ class KernelSource(_Model):
     main: SourceFile = Field(default_factory=SourceFile)
     reference: SourceFile = Field(default_factory=SourceFile)
     nvcc_flags: list[str] = Field(default_factory=list)
+    target: Target = Target.UNSPECIFIED
+    args: list[str] = Field(default_factory=list)
 
 
 class KernelFilter(_Model):
@@ -130,6 +141,8 @@ class CompileResult(_Model):
     log: str = ""
     seconds: float = 0.0
     units: list[BuiltUnit] = Field(default_factory=list)
+    # Seconds by stage: where the call's time went.
+    timings: dict[str, float] = Field(default_factory=dict)
 
 
 class Progress(_Model):
@@ -181,8 +194,18 @@ class NcuRuleResult(_Model):
     speedup_type: str = ""
 
 
+# Each `Roofline.bound` in words, and the unit whose throughput `bound_pct` is.
+BOUND_LABELS = {
+    "compute": ("compute-bound", "SM"),
+    "dram": ("DRAM-bound", "DRAM"),
+    "l2": ("on-chip-memory-bound", "L2"),
+    "l1": ("on-chip-memory-bound", "L1/shared memory"),
+    "latency": ("latency-bound", "the busiest unit"),
+}
+
+
 class Roofline(_Model):
-    """Roofline placement of a kernel for one precision."""
+    """Roofline placement of a kernel for one precision, and what bounds it."""
 
     precision: str = ""
     achieved_flop_per_s: float | None = None
@@ -195,6 +218,16 @@ class Roofline(_Model):
     roof_pct: float | None = None
     l2_arithmetic_intensity: float | None = None
     l1_arithmetic_intensity: float | None = None
+    bound_pct: float | None = None
+    note: str = ""
+
+    @property
+    def bound_label(self) -> str:
+        """The bound in words with its unit's throughput ("on-chip-memory-bound (L2 at 87.9 % of peak)")."""
+        if not self.bound:
+            return ""
+        label, unit = BOUND_LABELS.get(self.bound, (f"{self.bound}-bound", self.bound))
+        return label if self.bound_pct is None else f"{label} ({unit} at {self.bound_pct:.1f} % of peak)"
 
 
 class SourceHotspot(_Model):
@@ -234,6 +267,14 @@ class Hint(_Model):
     docs: str = ""
 
 
+class Inconsistency(_Model):
+    """Figures of one kernel that contradict each other: hints that read them are not drawn."""
+
+    check: str = ""
+    message: str = ""
+    figures: list[str] = Field(default_factory=list)
+
+
 class KernelResult(_Model):
     """Everything measured for one profiled kernel launch."""
 
@@ -250,6 +291,7 @@ class KernelResult(_Model):
     hotspots: list[SourceHotspot] = Field(default_factory=list)
     occupancy_limiter: str = ""
     hints: list[Hint] = Field(default_factory=list)
+    inconsistencies: list[Inconsistency] = Field(default_factory=list)
 
     def value(self, figure: str) -> float | None:
         """The value of a catalog figure, None when absent."""
@@ -338,6 +380,9 @@ class ProfileResult(_Model):
     aggregate: Aggregate = Field(default_factory=Aggregate)
     delta: list[DeltaRow] = Field(default_factory=list)
     session_id: str = ""
+    target: str = ""
+    # Seconds by stage: where the call's time went.
+    timings: dict[str, float] = Field(default_factory=dict)
 
 
 class StaticFinding(_Model):
@@ -407,6 +452,8 @@ class CorrectnessResult(_Model):
     message: str = ""
     error: JobError = Field(default_factory=JobError)
     compile: CompileResult = Field(default_factory=CompileResult)
+    # Seconds by stage: where the call's time went.
+    timings: dict[str, float] = Field(default_factory=dict)
 
 
 class TimingStats(_Model):
@@ -460,6 +507,8 @@ class BenchmarkResult(_Model):
     compile: CompileResult = Field(default_factory=CompileResult)
     # The flags only gaming explains: any of them fails an evaluation.
     decisive_flags: list[str] = Field(default_factory=list)
+    # Seconds by stage: where the call's time went.
+    timings: dict[str, float] = Field(default_factory=dict)
 
 
 class EvaluateResult(_Model):
@@ -473,3 +522,5 @@ class EvaluateResult(_Model):
     sol_pct: float | None = None
     sol_definition: str = ""
     report_text: str = ""
+    # Seconds by stage: where the call's time went.
+    timings: dict[str, float] = Field(default_factory=dict)

@@ -15,9 +15,18 @@ _NVTX_USE = re.compile(
 )
 
 
+# Python's ways: NVIDIA's nvtx package (annotate, push_range, start_range) and torch.cuda.nvtx.
+_PYTHON_NVTX_USE = re.compile(r"\bnvtx\.(?:annotate|push_range|start_range|range_push|range_start|range)\s*\(")
+
+
 def marks_nvtx_ranges(cuda_source: str) -> bool:
     """True when a CUDA program's source marks NVTX ranges."""
     return bool(_NVTX_USE.search(cuda_source))
+
+
+def marks_python_nvtx_ranges(python_source: str) -> bool:
+    """True when a Python program's source marks NVTX ranges."""
+    return bool(_PYTHON_NVTX_USE.search(python_source))
 
 
 @dataclass(frozen=True)

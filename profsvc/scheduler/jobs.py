@@ -8,7 +8,7 @@ from pathlib import Path
 
 from profsvc.ncu.metric_sets import MetricSetSpec
 from profsvc.scheduler.sessions import SessionKey
-from profsvc_client.models import KernelFilter, Progress, SourceKind
+from profsvc_client.models import KernelFilter, Progress, SourceKind, Target
 
 ProgressSink = Callable[[Progress], None]
 
@@ -23,6 +23,9 @@ class SourceSpec:
     reference_name: str = ""
     reference_text: str = ""
     nvcc_flags: tuple[str, ...] = ()
+    # Which model of a Python problem runs (resolved by its kind's validation), and a program's arguments.
+    target: Target = Target.UNSPECIFIED
+    args: tuple[str, ...] = ()
 
     def files(self) -> dict[str, str | bytes]:
         """The files a worker's cell gets: name -> content."""

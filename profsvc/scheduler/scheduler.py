@@ -22,22 +22,19 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path, PurePath
 
 from profsvc.build.cache import BuildCache
-from profsvc.build.nvcc import ProgramBuild, build_cuda_program
-from profsvc.build.python_problem import HarnessStatus, compile_result, harness_argv, job_error, source_map
+from profsvc.build.python_problem import HarnessStatus, harness_argv, job_error, source_map
 from profsvc.build.service import BuildCacheIndex, BuildService
 from profsvc.build.toolchain import worker_environment
 from profsvc.config import ServerConfig
 from profsvc.host import HostInfo
 from profsvc.jail import Jail, close_jail
 from profsvc.jobenv import torch_arch_list
+from profsvc.kinds import Built, KindContext, RunTarget, kind_named
 from profsvc.metrics.analysis import ReportAnalysis
 from profsvc.metrics.catalog import load_catalog
 from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE
 from profsvc.ncu.command import (
-    ANY_PUSH_POP_RANGE,
-    ANY_START_END_RANGE,
     NcuOptions,
-    marks_nvtx_ranges,
     ncu_command,
 )
 from profsvc.ncu.metric_sets import resolve
@@ -53,7 +50,7 @@ from profsvc.scheduler.relay import Relay
 from profsvc.scheduler.sessions import SessionKey, SessionStore
 from profsvc.scheduler.standby import StandbyPool, StandbySpec
 from profsvc.staticcheck.own_kernels import own_kernel_names
-from profsvc.telemetry import Telemetry
+from profsvc.telemetry import JOB_TIMINGS, Telemetry, collect_timings
 from profsvc.worker.standby import WARM_LIBRARIES, WARM_PROFILER
 from profsvc_client.errors import InvalidRequest, PreconditionFailed, Reason, ResourceExhausted
 from profsvc_client.models import (
@@ -66,6 +63,7 @@ from profsvc_client.models import (
     Progress,
     SourceKind,
     Stage,
+    Target,
 )
 
 HARNESS_RANGE = "profsvc"
@@ -91,9 +89,11 @@ EXIT_UNREADABLE, EXIT_NO_READER = 3, 4
 class _Job:
     """Bookkeeping of one running job: its id, workspace, clock and progress sink."""
 
-    def __init__(self, job_id: str, workspace: Path, progress: ProgressSink | None) -> None:
+    def __init__(self, job_id: str, workspace: Path, progress: ProgressSink | None, timings: dict[str, float]) -> None:
         self.id = job_id
         self.workspace = workspace
+        # Stage seconds of the call this job serves (telemetry.collect_timings), for the result.
+        self.timings = timings
         self.started = time.monotonic()
         self._progress = progress
 
@@ -123,14 +123,6 @@ def _compile_error(compiled: CompileResult) -> JobError:
     )
 
 
-def _locations(source: SourceSpec, builds: list[dict[str, object]]) -> dict[str, tuple[str, int]]:
-    """Where the report's source files are in the user's own files (for hotspot lines)."""
-    if source.kind == SourceKind.CUDA_PROGRAM:
-        # nvcc compiled the program in a cell of its own: report its lines under the user's file name.
-        return {str(Path(str(b["compiled_in"])) / source.main_name): (source.main_name, 0) for b in builds}
-    return source_map(builds, source.main_name)
-
-
 class Scheduler:
     """Runs compile, profile and analyze jobs."""
 
@@ -158,12 +150,23 @@ class Scheduler:
         self.index = BuildCacheIndex(self.cache.root, index_root.resolve())
         arch_list = torch_arch_list(config.cuda_arch or host.default_arch)
         self.builds = BuildService(self.index, self._run_builder, lambda: worker_environment(config.python, arch_list))
+        self.compiled = CompiledSources()
         self.cells = Cells(
             config.state_dir / "cells",
             jail,
             self.standby,
             cuda_arch=config.cuda_arch or host.default_arch,
             base_handlers={"build": self.builds.handle},
+        )
+        self.kinds = KindContext(
+            config=config,
+            host=host,
+            cells=self.cells,
+            cache_root=self.cache.root,
+            index=self.index,
+            compile_slots=self._compile_slots,
+            telemetry=telemetry,
+            compiled=self.compiled,
         )
         # A primed worker holds up every other ncu's kernels on its GPU while it waits (measured on one H200:
         # tools/ncu_lock_probe.sh). Whether that hold spans GPUs is not measured: with several GPUs, an idle
@@ -189,9 +192,12 @@ class Scheduler:
         self.standby.keep("analyze", self._spec(ANALYZE_MODULE, None))
         for gpu in self._gpu_indices():
             # Not under ncu: this one may also start the GPU libraries a timing run needs (cuBLAS, CUPTI).
+            # A check takes one of each; two of each let an agent's next call find them warm while the
+            # replacements start (a GPU worker warms up in seconds: torch, a CUDA context, cuBLAS and CUPTI).
             run = self._spec(HARNESS_MODULE, gpu, readonly=cache, extra={WARM_LIBRARIES: "1"})
-            self.standby.keep(f"run-gpu{gpu}", run)
-            self.standby.keep(f"judge-gpu{gpu}", self._spec(JUDGE_MODULE, gpu, extra={WARM_LIBRARIES: "1"}))
+            self.standby.keep(f"run-gpu{gpu}", run, depth=2)
+            judge = self._spec(JUDGE_MODULE, gpu, extra={WARM_LIBRARIES: "1"})
+            self.standby.keep(f"judge-gpu{gpu}", judge, depth=2)
             if self.host.ncu is not None:
                 self.standby.keep(f"ncu-gpu{gpu}", self._ncu_standby_spec(gpu), depth=2)
 
@@ -277,9 +283,10 @@ class Scheduler:
         try:
             job_id, workspace = self.workspaces.create()
             try:
-                job = _Job(job_id, workspace, progress)
-                job.report(Stage.QUEUED, "accepted", queue_position=max(0, self._admitted - 1))
-                yield job
+                with collect_timings() as timings:
+                    job = _Job(job_id, workspace, progress, timings)
+                    job.report(Stage.QUEUED, "accepted", queue_position=max(0, self._admitted - 1))
+                    yield job
             finally:
                 self.workspaces.finish(job_id)
         finally:
@@ -338,65 +345,19 @@ class Scheduler:
     def _arch(self) -> str:
         return self.config.cuda_arch or self.host.default_arch
 
-    async def _build(
-        self, job: _Job, source: SourceSpec
-    ) -> tuple[CompileResult, ProgramBuild | None, HarnessStatus | None]:
-        """Build: (result, the built program for a CUDA program, the harness status of a Python problem)."""
+    async def _build(self, job: _Job, source: SourceSpec) -> Built:
+        """Build the source as its kind does (profsvc.kinds); a compile error is a result."""
         job.report(Stage.COMPILING, f"building {source.main_name}")
-        if source.kind == SourceKind.CUDA_PROGRAM:
-            self.require_nvcc()
-            async with self._compile_slots, self._timed("compile"):
-                build = await build_cuda_program(
-                    source=source.main_text,
-                    file_name=source.main_name,
-                    flags=list(source.nvcc_flags),
-                    arch=self._arch(),
-                    nvcc=self.host.nvcc_path,
-                    nvcc_version=self.host.nvcc_version,
-                    index=self.index,
-                    cells=self.cells,
-                    timeout=self.config.limits.compile_timeout_s,
-                )
-            return build.result, build, None
-        remembered = self.compiled.get(source)
-        if remembered is not None:
-            return remembered[0], None, remembered[1]
-        start = time.monotonic()
-        status_name = "compile-status.json"
-
-        def argv(cell: Path) -> list[str]:
-            main, reference = source.paths(cell)
-            return harness_argv(self.config.python, main, reference, self.cache.root, cell / status_name, "compile")
-
-        # The import runs user code: bounded by the build timeout, but holding no build slot (the builds it asks
-        # for take one each, in the builder).
-        async with (
-            self._timed("compile"),
-            self.cells.run(
-                "compile",
-                argv,
-                files=source.files(),
-                gpu=None,
-                timeout=self.config.limits.compile_timeout_s,
-                readonly=[self.cache.root],
-            ) as (process, cell),
-        ):
-            status = HarnessStatus.read(
-                cell / status_name,
-                returncode=process.returncode,
-                timed_out=process.timed_out,
-                output=process.stderr or process.stdout,
-            )
-        result = compile_result(status, source.main_name, time.monotonic() - start)
-        self._record_phases("compile", status)
-        self.compiled.put(source, result, status)
-        return result, None, status
+        built = await kind_named(source.kind).build(self.kinds, source)
+        if built.status is not None:
+            self._record_phases("compile", built.status)
+        return built
 
     async def compile(self, source: SourceSpec, progress: ProgressSink | None = None) -> CompileResult:
         """Build a source; a compile error is a result."""
         async with self._admit(progress) as job:
-            result, _, _ = await self._build(job, source)
-            return result
+            result = (await self._build(job, source)).compile
+            return result.model_copy(update={"timings": dict(job.timings)})
 
     # ------------------------------------------------------------ correctness and timing
 
@@ -413,7 +374,7 @@ class Scheduler:
         `own_kernel`: a call that launches no kernel of the candidate's own fails correctness."""
         self.require_gpu()
         async with self._admit(progress) as job:
-            compiled, _, _ = await self._build(job, source)
+            compiled = (await self._build(job, source)).compile
             if not compiled.ok:
                 return compiled, None
             async with self._gpu(job) as gpu:
@@ -451,6 +412,8 @@ class Scheduler:
             # The options a mode names (trials, timed-calls, warmup); the judge's defaults for the others.
             for name, value in options.items():
                 command += [f"--{name}", str(value)]
+            if alone:
+                return [*command, "--no-candidate"]
             return [*command, "--own-kernels", str(cell / "own-kernels.json")] if own_kernel else command
 
         def candidate_argv(cell: Path) -> list[str]:
@@ -474,7 +437,8 @@ class Scheduler:
             finally:
                 relay.candidate_ended(process)
 
-        running = asyncio.get_running_loop().create_task(candidate())
+        alone = source.target == Target.REFERENCE
+        running = asyncio.get_running_loop().create_task(candidate() if not alone else asyncio.sleep(0))
         # A fresh secret per job, read by the judge from stdin: the candidate's process never sees it.
         secret = json.dumps({"seed": secrets.randbits(62)}).encode() + b"\n"
         try:
@@ -505,16 +469,13 @@ class Scheduler:
 
     # ------------------------------------------------------------ profile
 
-    def _ncu_options(self, spec: ProfileSpec, report: Path) -> NcuOptions:
+    def _ncu_options(self, spec: ProfileSpec, report: Path, default_nvtx: list[str]) -> NcuOptions:
+        """ncu's options for a Profile: the request's metric set and filter; its kind's NVTX ranges by default."""
         metric_set = spec.metric_set or resolve("")
         assert metric_set is not None
         kernel_filter = spec.kernel_filter
-        nvtx = list(kernel_filter.nvtx_include)
+        nvtx = list(kernel_filter.nvtx_include) or list(default_nvtx)
         count = kernel_filter.launch_count or self.config.limits.max_launches
-        if not nvtx and spec.source.kind == SourceKind.PYTHON_PROBLEM:
-            nvtx = [f"{HARNESS_RANGE}/"]
-        elif not nvtx and marks_nvtx_ranges(spec.source.main_text):
-            nvtx = [ANY_PUSH_POP_RANGE, ANY_START_END_RANGE]
         return NcuOptions(
             collection_args=metric_set.collection_args(),
             export_path=report,
@@ -526,7 +487,7 @@ class Scheduler:
 
     def _default_ncu_options(self, report: Path) -> NcuOptions:
         """What a Python problem's Profile collects when the request names no metric set and no filter."""
-        return self._ncu_options(ProfileSpec(source=_ANY_PYTHON_PROBLEM), report)
+        return self._ncu_options(ProfileSpec(source=_ANY_PYTHON_PROBLEM), report, [f"{HARNESS_RANGE}/"])
 
     def _warm_ncu_options(self, report: Path) -> NcuOptions:
         """The default options plus the warm worker's own kernel, profiled in its warm-up range before the job
@@ -541,23 +502,18 @@ class Scheduler:
         )
 
     async def _run_ncu(
-        self,
-        job: _Job,
-        gpu: int,
-        options: NcuOptions,
-        make_argv: Callable[[Path], list[str]],
-        files: dict[str, str | bytes],
-        readonly: list[Path],
-        on_progress: Callable[[NcuProgress], None],
-        keep: tuple[str, ...] = (),
+        self, job: _Job, gpu: int, options: NcuOptions, target: RunTarget, on_progress: Callable[[NcuProgress], None]
     ) -> NcuOutcome:
-        """Run the target under ncu in a cell: on the GPU's warm worker when the options are the default ones (a
-        Python problem's profile), else fresh. The report, and the files named in `keep`, are moved out of the
-        cell into the job's workspace (the outcome names the report there)."""
+        """Run the target under ncu in a cell: on the GPU's warm worker when it may and the options are the
+        default ones, else fresh. The report and the target's status file are moved out of the cell into the
+        job's workspace (the outcome names the report there)."""
         assert self.host.ncu is not None
         ncu = self.host.ncu.path
         kind = f"ncu-gpu{gpu}"
-        warm = options == self._default_ncu_options(options.export_path) and kind in self.standby.kinds()
+        make_argv = target.argv
+        warm = (
+            target.warm and options == self._default_ncu_options(options.export_path) and kind in self.standby.kinds()
+        )
         # A primed worker's own kernel is ncu's first; the analysis leaves it out of the report's too.
         parser = ProgressParser(on_progress, skip_kernels=1 if warm and self._prime_ncu_workers else 0)
         commands: list[list[str]] = []
@@ -566,27 +522,27 @@ class Scheduler:
             commands.append(ncu_command(ncu, dataclasses.replace(options, export_path=cell / REPORT_NAME), argv))
             return commands[-1]
 
-        def target(cell: Path) -> list[str]:
+        def argv(cell: Path) -> list[str]:
             if warm:
                 commands.append(ncu_command(ncu, self._warm_ncu_options(cell / REPORT_NAME), make_argv(cell)))
             return make_argv(cell)
 
         async with self.cells.run(
             kind if warm else "",
-            target,
-            files=files,
+            argv,
+            files=target.files,
             gpu=gpu,
             timeout=self.config.limits.job_timeout_s,
-            readonly=readonly,
+            readonly=target.readonly,
             on_stdout=parser.feed,
             fresh=fresh,
         ) as (process, cell):
             outcome = ncu_outcome(commands[-1] if commands else [], process, parser, cell / REPORT_NAME)
             if outcome.report is not None:
                 outcome.report = Path(shutil.move(outcome.report, options.export_path))
-            for name in keep:
-                if (cell / name).is_file() and not (cell / name).is_symlink():
-                    shutil.move(cell / name, job.workspace / name)
+            status = cell / target.status_name
+            if target.status_name and status.is_file() and not status.is_symlink():
+                shutil.move(status, job.workspace / target.status_name)
         return outcome
 
     async def profile(self, spec: ProfileSpec, progress: ProgressSink | None = None) -> ProfileResult:
@@ -606,21 +562,17 @@ class Scheduler:
     async def _profile(self, spec: ProfileSpec, progress: ProgressSink | None) -> ProfileResult:
         self.require_profiling()
         async with self._admit(progress) as job:
-            compiled, built, compile_status = await self._build(job, spec.source)
-            builds = list(compile_status.builds) if compile_status else []
-            program = built.binary if built is not None else None
-            if built is not None:
-                builds.append({"compiled_in": built.compiled_in})
-            result = ProfileResult(job_id=job.id, compile=compiled)
+            source = spec.source
+            built = await self._build(job, source)
+            result = ProfileResult(job_id=job.id, compile=built.compile)
             if self.jail is None:
                 result.warnings.append(UNJAILED)
-            if not compiled.ok or (built is not None and program is None):
-                result.error = _compile_error(compiled)
+            if not built.ok:
+                result.error = _compile_error(built.compile)
                 return self._finish(result)
-            options = self._ncu_options(spec, job.workspace / REPORT_NAME)
-            status_name = "profile-status.json"
-            source = spec.source
-            argv, readonly, files = self._profile_target(source, program, status_name)
+            target = kind_named(source.kind).run_target(self.kinds, source, built)
+            result.target = target.target
+            options = self._ncu_options(spec, job.workspace / REPORT_NAME, target.default_nvtx)
             async with self._gpu(job) as gpu:
                 job.report(Stage.RUNNING, f"running under ncu on GPU {gpu}")
 
@@ -629,7 +581,7 @@ class Scheduler:
                     job.report(Stage.PROFILING, message, kernel_index=event.kernel_index, passes=event.passes)
 
                 with self.telemetry.stage("profile"):
-                    outcome = await self._run_ncu(job, gpu, options, argv, files, readonly, on_ncu, (status_name,))
+                    outcome = await self._run_ncu(job, gpu, options, target, on_ncu)
             assert self.host.ncu is not None
             result.ncu = NcuRun(
                 version=self.host.ncu.version,
@@ -637,15 +589,18 @@ class Scheduler:
                 passes=outcome.passes,
                 seconds=outcome.seconds,
             )
-            if program is None:
+            locations = dict(target.locations)
+            if target.status_name:
                 status = HarnessStatus.read(
-                    job.workspace / status_name,
+                    job.workspace / target.status_name,
                     returncode=outcome.returncode,
                     timed_out=outcome.timed_out,
                     output=outcome.output_tail,
                 )
                 self._record_phases("profile", status)
-                builds += status.builds
+                # Extensions built lazily during the run: their lines too.
+                locations.update(source_map(status.builds, source.main_name))
+                result.warnings.extend(status.warnings)
                 if not status.ok:
                     result.error = job_error(status)
                     return self._finish(result)
@@ -654,7 +609,7 @@ class Scheduler:
                 result.error = failure or JobError(kind="ncu_failed", stage=Stage.PROFILING)
                 return self._finish(result)
             job.report(Stage.PARSING, "reading the report")
-            analysis = await self._analyze_file(job, outcome.report, KernelFilter(), _locations(source, builds))
+            analysis = await self._analyze_file(job, outcome.report, KernelFilter(), locations)
             result.device, result.kernels, result.aggregate = analysis.device, analysis.kernels, analysis.aggregate
             result.warnings.extend(analysis.warnings)
             result.warnings.extend(f"ncu: {e}" for e in outcome.errors)
@@ -665,19 +620,6 @@ class Scheduler:
                 result.error = JobError(kind="no_kernels_profiled", stage=Stage.PARSING, message=analysis.warnings[0])
             job.report(Stage.DONE, "done")
             return self._finish(result)
-
-    def _profile_target(
-        self, source: SourceSpec, program: Path | None, status_name: str
-    ) -> tuple[Callable[[Path], list[str]], list[Path], dict[str, str | bytes]]:
-        """What runs under ncu: (its argv in a cell, the folders it reads, the files its cell gets)."""
-        if program is not None:
-            return (lambda cell: [str(program)]), [program.parent], {}
-
-        def argv(cell: Path) -> list[str]:
-            main, reference = source.paths(cell)
-            return harness_argv(self.config.python, main, reference, self.cache.root, cell / status_name, "profile")
-
-        return argv, [self.cache.root], source.files()
 
     def _ncu_failure(self, outcome: NcuOutcome) -> JobError | None:
         """Why an ncu run left no report to read (None when it left one)."""
@@ -774,5 +716,8 @@ class Scheduler:
         return [self.workspaces.artifact(job.id, path) for path in charts if path.is_file()]
 
     def _finish(self, result: ProfileResult) -> ProfileResult:
+        timings = JOB_TIMINGS.get()
+        if timings is not None:
+            result.timings = dict(timings)
         result.report_text = render_text(result)
         return result

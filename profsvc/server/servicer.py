@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from profsvc import __version__
 from profsvc.config import ServerConfig
+from profsvc.kinds import Verb
 from profsvc.ncu.metric_sets import metric_sets
 from profsvc.scheduler.evaluation import benchmark, check_correctness, evaluate, static_check
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
@@ -43,7 +44,6 @@ from profsvc_client.models import (
     MetricSet,
     ProfileResult,
     Progress,
-    SourceKind,
     StaticPolicy,
 )
 
@@ -121,7 +121,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         """Build a source; compile errors are results."""
 
         async def call() -> pb.CompileResponse:
-            source = validate_source(_request_model(request.source, KernelSource), self.config.limits)
+            source = self._source(request.source, Verb.COMPILE)
             result = await self.scheduler.compile(source)
             return pb.CompileResponse(result=to_proto(result, pb.CompileResult))
 
@@ -166,7 +166,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
 
         async def run(progress: ProgressSink) -> ProfileResult:
             spec = ProfileSpec(
-                source=validate_source(_request_model(request.source, KernelSource), self.config.limits),
+                source=self._source(request.source, Verb.PROFILE),
                 kernel_filter=validate_filter(_request_model(request.filter, KernelFilter), self.config.limits),
                 metric_set=validate_metric_set(request.metric_set),
                 session=self._session(context, request.session_id),
@@ -188,14 +188,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         """AST rules over the candidate; nothing runs."""
 
         async def call() -> pb.StaticCheckResponse:
-            source = validate_source(
-                _request_model(request.source, KernelSource), self.config.limits, check_symbols=False
-            )
-            if source.kind != SourceKind.PYTHON_PROBLEM:
-                raise InvalidRequest(
-                    f"the static check reads Python candidates (.py); {source.main_name} is a CUDA program",
-                    Reason.BAD_SOURCE_KIND,
-                )
+            source = self._source(request.source, Verb.LINT)
             policy = validate_policy(_request_model(request.policy, StaticPolicy))
             return pb.StaticCheckResponse(result=to_proto(static_check(source, policy), pb.StaticCheckResult))
 
@@ -207,7 +200,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         """Correctness trials against the reference."""
 
         async def call() -> pb.CheckCorrectnessResponse:
-            source = self._python_problem(request.source)
+            source = self._source(request.source, Verb.CHECK)
             trials = validate_count(request.trials, "trials", self.config.limits.max_trials)
             result = await check_correctness(self.scheduler, source, trials)
             return pb.CheckCorrectnessResponse(result=to_proto(result, pb.CorrectnessResult))
@@ -218,7 +211,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         """Candidate and reference timed the same way."""
 
         async def call() -> pb.BenchmarkResponse:
-            source = self._python_problem(request.source)
+            source = self._source(request.source, Verb.TIME)
             timed_calls = validate_count(request.trials, "trials", self.config.limits.max_timed_calls)
             result = await benchmark(self.scheduler, source, timed_calls)
             return pb.BenchmarkResponse(result=to_proto(result, pb.BenchmarkResult))
@@ -229,7 +222,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         """Everything for a submission; progress, then the result."""
 
         async def run(progress: ProgressSink) -> EvaluateResult:
-            source = self._python_problem(request.source)
+            source = self._source(request.source, Verb.EVALUATE)
             trials = validate_count(request.trials, "trials", self.config.limits.max_trials)
             session = self._session(context, request.session_id)
             policy = validate_policy(_request_model(request.policy, StaticPolicy))
@@ -244,15 +237,8 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         ):
             yield message
 
-    def _python_problem(self, source: pb.KernelSource) -> SourceSpec:
-        spec = validate_source(_request_model(source, KernelSource), self.config.limits)
-        if spec.kind != SourceKind.PYTHON_PROBLEM:
-            raise InvalidRequest(
-                "correctness and timing need a Python problem (a reference Model to compare with); "
-                f"{spec.main_name} is a CUDA program: use Profile",
-                Reason.BAD_SOURCE_KIND,
-            )
-        return spec
+    def _source(self, source: pb.KernelSource, verb: Verb) -> SourceSpec:
+        return validate_source(_request_model(source, KernelSource), self.config.limits, verb)
 
     async def Analyze(
         self, requests: AsyncIterator[pb.AnalyzeRequest], context: grpc.aio.ServicerContext

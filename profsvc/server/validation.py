@@ -1,24 +1,22 @@
 """Check a request's input before any job starts: one clear error per problem.
 
-Nothing here runs user code: Python sources are only parsed (ast), CUDA
-sources only searched for main().
+Nothing here runs user code: sources are only decoded and handed to their
+kind's checks (profsvc.kinds), which parse Python and search CUDA for main().
 """
 
 from __future__ import annotations
 
-import ast
 import re
-from collections.abc import Iterator
 
 from profsvc.config import Limits
+from profsvc.kinds import Verb, kind_of
 from profsvc.ncu.metric_sets import MetricSetSpec, metric_sets, resolve
 from profsvc.scheduler.jobs import SourceSpec
 from profsvc.staticcheck import Policy, PolicyError, make_policy
 from profsvc_client.errors import InvalidRequest, Reason
-from profsvc_client.models import KernelFilter, KernelSource, SourceFile, SourceKind, StaticPolicy
+from profsvc_client.models import KernelFilter, KernelSource, SourceFile, StaticPolicy
 
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
-_CUDA_MAIN = re.compile(r"\bint\s+main\s*\(")
 # nvcc flags a request may pass: defines, optimisation, language level, register cap, fast math.
 _NVCC_FLAG = re.compile(
     r"^(-D[A-Za-z_]\w*(=[\w.+\-]*)?|-O[0-3]|-std=c\+\+(14|17|20)|-maxrregcount=\d{1,3}|--use_fast_math|-use_fast_math"
@@ -28,10 +26,6 @@ _NVCC_FLAG = re.compile(
 MAX_PATTERN_CHARS = 1024  # a kernel name regex, an NVTX include
 MAX_NAME_CHARS = 256  # an nvcc flag, a metric set's name
 MAX_PATH_CHARS = 4096  # an uploaded report's file name, as the client's system wrote it
-PYTHON_SUFFIXES = (".py",)
-CUDA_SUFFIXES = (".cu",)
-REFERENCE_NAMES = ("Model", "get_inputs", "get_init_inputs")
-CANDIDATE_NAMES = ("ModelNew",)
 
 
 def _decode(file: SourceFile, role: str, limits: Limits) -> str:
@@ -63,70 +57,12 @@ def _check_name(file: SourceFile, role: str) -> None:
         )
 
 
-def _kind(source: KernelSource) -> SourceKind:
-    if source.kind != SourceKind.UNSPECIFIED:
-        return source.kind
-    if source.main.name.endswith(PYTHON_SUFFIXES):
-        return SourceKind.PYTHON_PROBLEM
-    if source.main.name.endswith(CUDA_SUFFIXES):
-        return SourceKind.CUDA_PROGRAM
-    raise InvalidRequest(
-        f"cannot tell what {source.main.name!r} is: name it .py (a Python problem) or .cu (a CUDA program)",
-        Reason.BAD_SOURCE_KIND,
-    )
+def validate_source(source: KernelSource, limits: Limits, verb: Verb) -> SourceSpec:
+    """Decode and check a KernelSource for a verb; raise InvalidRequest with one clear line.
 
-
-def _module_level(statements: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """Statements that run at module level, inside if/try/with blocks too (a name defined under `try:` counts)."""
-    for node in statements:
-        yield node
-        if isinstance(node, ast.If | ast.With | ast.Try | ast.TryStar):
-            for block in ("body", "orelse", "finalbody"):
-                yield from _module_level(getattr(node, block, []))
-            for handler in getattr(node, "handlers", []):
-                yield from _module_level(handler.body)
-
-
-def top_level_names(tree: ast.Module) -> set[str]:
-    """Names a module defines at top level (classes, functions, assignments, imports)."""
-    names: set[str] = set()
-    for node in _module_level(tree.body):
-        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-    return names
-
-
-def _parse_python(text: str, name: str) -> set[str]:
-    try:
-        tree = ast.parse(text, filename=name)
-    except SyntaxError as error:
-        where = f"{name}:{error.lineno}:{error.offset}" if error.lineno else name
-        raise InvalidRequest(f"{where}: syntax error: {error.msg}", Reason.SYNTAX_ERROR) from None
-    except (MemoryError, RecursionError):
-        # The parser's own limit, reached by deeply nested expressions.
-        raise InvalidRequest(f"{name}: nested too deeply for Python's parser", Reason.SYNTAX_ERROR) from None
-    return top_level_names(tree)
-
-
-def _require(defined: set[str], needed: tuple[str, ...], name: str) -> None:
-    missing = [n for n in needed if n not in defined]
-    if missing:
-        raise InvalidRequest(f"{name} defines no {', '.join(missing)}", Reason.MISSING_SYMBOL)
-
-
-def validate_source(source: KernelSource, limits: Limits, *, check_symbols: bool = True) -> SourceSpec:
-    """Decode and check a KernelSource; raise InvalidRequest with one clear line.
-
-    `check_symbols=False` (static check) accepts a candidate without the reference's names.
+    What the source must hold is its kind's to say (profsvc.kinds): a problem's names, a program's main().
     """
     _check_name(source.main, "main")
-    kind = _kind(source)
     main_text = _decode(source.main, "main", limits)
     reference_text = ""
     if source.reference.name or source.reference.content:
@@ -134,30 +70,30 @@ def validate_source(source: KernelSource, limits: Limits, *, check_symbols: bool
         reference_text = _decode(source.reference, "reference", limits)
         if source.reference.name == source.main.name:
             raise InvalidRequest("the reference and main files have the same name", Reason.BAD_ARGUMENT)
-    if kind == SourceKind.PYTHON_PROBLEM:
-        defined = _parse_python(main_text, source.main.name)
-        reference_defined = _parse_python(reference_text, source.reference.name) if reference_text else set()
-        if check_symbols and reference_text:
-            _require(reference_defined, REFERENCE_NAMES, source.reference.name)
-            _require(defined, CANDIDATE_NAMES, source.main.name)
-        elif check_symbols:
-            _require(defined, REFERENCE_NAMES + CANDIDATE_NAMES, source.main.name)
-    elif not _CUDA_MAIN.search(main_text):
-        raise InvalidRequest(f"{source.main.name} has no `int main(`: a .cu program needs one", Reason.MISSING_SYMBOL)
+    kind = kind_of(source.kind, source.main.name, main_text)
     if len(source.nvcc_flags) > limits.max_nvcc_flags:
         raise InvalidRequest(f"too many nvcc flags (limit {limits.max_nvcc_flags})", Reason.BAD_ARGUMENT)
     for flag in source.nvcc_flags:
         _check_length(flag, "an nvcc flag", MAX_NAME_CHARS, Reason.BAD_ARGUMENT)
         if not _NVCC_FLAG.match(flag):
             raise InvalidRequest(f"nvcc flag {flag!r} is not allowed", Reason.BAD_ARGUMENT)
-    return SourceSpec(
-        kind=kind,
+    if len(source.args) > limits.max_program_args:
+        raise InvalidRequest(f"too many program arguments (limit {limits.max_program_args})", Reason.BAD_ARGUMENT)
+    for arg in source.args:
+        _check_length(arg, "a program argument", MAX_PATTERN_CHARS, Reason.BAD_ARGUMENT)
+        if "\0" in arg:
+            raise InvalidRequest("a program argument holds a NUL character", Reason.BAD_ARGUMENT)
+    spec = SourceSpec(
+        kind=kind.kind,
         main_name=source.main.name,
         main_text=main_text,
         reference_name=source.reference.name if reference_text else "",
         reference_text=reference_text,
         nvcc_flags=tuple(source.nvcc_flags),
+        target=source.target,
+        args=tuple(source.args),
     )
+    return kind.validate(spec, verb)
 
 
 def _check_length(text: str, what: str, limit: int, reason: Reason) -> None:

@@ -75,10 +75,17 @@ def decisive_flags(candidate: dict[str, Any], reuse: str) -> list[str]:
 
 
 def run_benchmark(
-    problem: Problem, candidate: TimedCandidate, trials: int, warmup: int, seed: int, torch: Any, models_seed: int
+    problem: Problem,
+    candidate: TimedCandidate | None,
+    trials: int,
+    warmup: int,
+    seed: int,
+    torch: Any,
+    models_seed: int,
 ) -> dict[str, Any]:
     """Time both models at the nominal shapes (the reference built after seeding with `models_seed`, as the
-    candidate's was); return the BenchmarkResult fields."""
+    candidate's was); return the BenchmarkResult fields. Without a candidate (a published problem), the
+    reference alone."""
     JITTER.nominal()
     init = problem.get_init_inputs()
     torch.manual_seed(models_seed)
@@ -93,6 +100,10 @@ def run_benchmark(
 
     with torch.no_grad():
         sets = input_sets(make_inputs, torch)
+        if candidate is None:
+            timed = time_model(reference, sets, warmup, trials, torch)
+            public = {k: v for k, v in timed.items() if not k.startswith("_")}
+            return {"ok": True, "reference": public, "method": METHOD, "clocks_mhz": clocks_mhz()}
         timed_candidate = candidate.time(sets, warmup, trials)
         timed_reference = time_model(reference, sets, warmup, trials, torch)
         reuse = reuse_violation(reference, candidate, sets[0], torch)

@@ -175,6 +175,11 @@ def judge(args: argparse.Namespace, status: dict[str, Any], candidate: Candidate
     problem = load_reference(Path(args.reference))
     models_seed = init_seed(seed)
     JITTER.nominal()
+    if args.no_candidate:
+        # A published problem's reference, timed alone.
+        status["benchmark"] = run_benchmark(problem, None, args.timed_calls, args.warmup, seed, torch, models_seed)
+        status["ok"] = True
+        return
     candidate.init(problem.get_init_inputs(), models_seed)
     if args.mode in ("correctness", "evaluate"):
         own = _own_kernels(args.own_kernels)
@@ -195,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timed-calls", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--own-kernels", default="", help="JSON file: the candidate's own kernel names")
+    parser.add_argument("--no-candidate", action="store_true", help="time the reference alone (benchmark)")
     args = parser.parse_args(argv)
     import torch
 

@@ -71,15 +71,17 @@ def load_reference(reference: Path) -> Problem:
     )
 
 
-def load_problem(main: Path, reference: Path | None = None) -> Problem:
-    """Import the problem (and separate reference) and check the required names."""
+def load_problem(main: Path, reference: Path | None = None, *, candidate_needed: bool = True) -> Problem:
+    """Import the problem (and separate reference) and check the required names (ModelNew only where needed:
+    a published problem has none; its model_new is then the reference's Model)."""
     candidate = import_file(main, main.stem)
     reference_module = import_file(reference, reference.stem) if reference else candidate
     _require(reference_module, REFERENCE_NAMES, (reference or main).name)
-    _require(candidate, CANDIDATE_NAMES, main.name)
+    if candidate_needed:
+        _require(candidate, CANDIDATE_NAMES, main.name)
     return Problem(
         model=reference_module.Model,
-        model_new=candidate.ModelNew,
+        model_new=getattr(candidate, "ModelNew", reference_module.Model),
         get_inputs=reference_module.get_inputs,
         get_init_inputs=reference_module.get_init_inputs,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from profsvc.config import Limits
+from profsvc.kinds import Verb
 from profsvc.server.validation import validate_filter, validate_metric_set, validate_source
 from profsvc_client.errors import InvalidRequest, Reason
 from profsvc_client.models import KernelFilter, KernelSource, SourceFile, SourceKind
@@ -37,14 +38,14 @@ def _source(name: str, content: bytes, **extra) -> KernelSource:
 )
 def test_bad_sources(source, reason, text):
     with pytest.raises(InvalidRequest) as caught:
-        validate_source(source, LIMITS)
+        validate_source(source, LIMITS, Verb.PROFILE)
     assert caught.value.reason == reason
     assert text in caught.value.message
     assert "\n" not in caught.value.message
 
 
 def test_seed_problem_and_split_reference_are_accepted():
-    spec = validate_source(_source("seed47.py", (FIXTURES / "seed47.py").read_bytes()), Limits())
+    spec = validate_source(_source("seed47.py", (FIXTURES / "seed47.py").read_bytes()), Limits(), Verb.EVALUATE)
     assert spec.kind == SourceKind.PYTHON_PROBLEM
     split = KernelSource(
         main=SourceFile(name="cand.py", content=b"class ModelNew: pass\n"),
@@ -52,12 +53,12 @@ def test_seed_problem_and_split_reference_are_accepted():
             name="ref.py", content=b"class Model: pass\ndef get_inputs(): pass\ndef get_init_inputs(): pass\n"
         ),
     )
-    assert validate_source(split, LIMITS).reference_name == "ref.py"
+    assert validate_source(split, LIMITS, Verb.EVALUATE).reference_name == "ref.py"
 
 
 def test_kernelbench_file_names_are_accepted():
     # KernelBench names its problems by number: 19_ReLU.py.
-    spec = validate_source(_source("19_ReLU.py", (FIXTURES / "seed47.py").read_bytes()), Limits())
+    spec = validate_source(_source("19_ReLU.py", (FIXTURES / "seed47.py").read_bytes()), Limits(), Verb.PROFILE)
     assert spec.main_name == "19_ReLU.py"
 
 
@@ -67,7 +68,7 @@ def test_reference_missing_names_is_named():
         reference=SourceFile(name="ref.py", content=b"class Model: pass\n"),
     )
     with pytest.raises(InvalidRequest, match=r"ref\.py defines no get_inputs, get_init_inputs"):
-        validate_source(split, LIMITS)
+        validate_source(split, LIMITS, Verb.EVALUATE)
 
 
 def test_filters_and_metric_sets():
@@ -105,7 +106,7 @@ def test_nvtx_includes_that_name_a_range_are_kept(include):
 def test_names_defined_under_try_and_if_count():
     seed = (FIXTURES / "seed47.py").read_text().replace("def get_init_inputs", "def _unused")
     text = seed + "\ntry:\n    def get_init_inputs():\n        return []\nexcept ImportError:\n    raise\n"
-    assert validate_source(_source("tryblock.py", text.encode()), Limits()).main_name == "tryblock.py"
+    assert validate_source(_source("tryblock.py", text.encode()), Limits(), Verb.EVALUATE).main_name == "tryblock.py"
 
 
 @pytest.mark.parametrize(
@@ -115,6 +116,6 @@ def test_names_defined_under_try_and_if_count():
 )
 def test_sources_the_parser_refuses_are_syntax_errors(content, text):
     with pytest.raises(InvalidRequest) as caught:
-        validate_source(_source("tricky.py", content), Limits())
+        validate_source(_source("tricky.py", content), Limits(), Verb.PROFILE)
     assert caught.value.reason == Reason.SYNTAX_ERROR and text in caught.value.message
     assert "None" not in caught.value.message
