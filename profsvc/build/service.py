@@ -31,7 +31,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
-from profsvc.build.inline_builder import PCH_FOLDER, ROUTE_FILE, recorded_route, route_folder
+from profsvc.build.inline_builder import PCH_FOLDER, ROUTE_FILE, ROUTES, recorded_route, route_folder
 from profsvc.build.python_problem import unit_line
 from profsvc.build.request import BadBuildRequest, BuildRequest
 from profsvc.build.routes import ROUTE_SPLIT, ROUTE_SPLIT_LIGHT, ROUTE_TORCH
@@ -176,9 +176,16 @@ class BuildService:
     async def _headers_made(self) -> None:
         self.prepare_headers()
         assert self._headers is not None
-        with contextlib.suppress(Exception):
+        try:
             # Shielded: a build whose job is cancelled leaves the headers to the next.
             await asyncio.shield(self._headers)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise
+            # The headers' run was stopped (the server is closing): the build reads the headers as text.
+        except Exception:
+            log.exception("making the glue headers failed")
 
     async def close(self) -> None:
         """Stop making the glue headers (their builder is killed)."""
@@ -202,7 +209,10 @@ class BuildService:
             folder = route_folder(key, route)
             if (self.index.cache_root / folder / artifact).is_file() and self.index.verified(folder):
                 directory = self.index.cache_root / folder
-                record = {**recorded_route(directory), "route": route}
+                try:
+                    record = {**_checked({"ok": True, **recorded_route(directory)}), "route": route}
+                except ValueError:
+                    record = {"route": route}
                 return {**record, "ok": True, "cached": True, "directory": str(directory), "built_in": ""}
         return None
 
@@ -237,7 +247,7 @@ class BuildService:
 
     def _finish(self, process: ProcessResult, cell: Path, key: str, artifact: str) -> dict[str, Any]:
         try:
-            outcome = json.loads((cell / "result.json").read_text())
+            outcome = _checked(json.loads((cell / "result.json").read_text()))
         except (OSError, ValueError):
             why = "it ran past its time limit" if process.timed_out else f"exit status {process.returncode}"
             tail = (process.stderr or process.stdout).strip()[-4000:]
@@ -263,8 +273,36 @@ class BuildService:
             self.index.install(folder, f"{PCH_FOLDER}/{folder.name}", hashed)
 
 
+# The fields of a builder's outcome (inline_builder.InlineOutcome) and of a route record, and their types.
+_OUTCOME: dict[str, type | tuple[type, ...]] = {
+    "ok": bool,
+    "route": str,
+    "reason": str,
+    "detail": str,
+    "split_reason": str,
+    "split_line": int,
+    "built_in": str,
+    "seconds": (int, float),
+    "fallback_seconds": (int, float),
+    "log": str,
+}
+
+
+def _checked(outcome: Any) -> dict[str, Any]:
+    """A builder's outcome, its fields of the right types and its route one of the routes (a build's cell is where
+    the user's flags ran: what it holds is read as data, never as a path); ValueError where it is not."""
+    if not isinstance(outcome, dict):
+        raise ValueError("the outcome is not an object")
+    checked = {name: outcome[name] for name in _OUTCOME if name in outcome}
+    if not all(isinstance(value, _OUTCOME[name]) for name, value in checked.items()):
+        raise ValueError("an outcome's field is not of its type")
+    if checked.get("ok") is not False and checked.get("route") not in ROUTES:
+        raise ValueError("the outcome names no route")
+    return checked
+
+
 def _worded(reply: dict[str, Any], first_line: int) -> str:
     """The reason a faster route was declined, its line counted in the asking job's file where it has one."""
     if reply.get("split_reason"):
-        return Declined(str(reply["split_reason"]), int(reply.get("split_line") or 0)).text(first_line)
+        return Declined(str(reply["split_reason"]), int(reply.get("split_line", 0))).text(first_line)
     return str(reply.get("detail", ""))

@@ -122,10 +122,17 @@ class Builder:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.requests: list[dict] = []
+        # Set: the glue headers' run tells it has begun, then waits until it is stopped.
+        self.hold_headers: asyncio.Event | None = None
+        # Set: what a build's cell says in place of the builder's outcome (user code ran there).
+        self.forged: dict | None = None
 
     @contextlib.asynccontextmanager
     async def __call__(self, request: dict):
         self.requests.append(request)
+        if request.get("op") == "prepare" and self.hold_headers is not None:
+            self.hold_headers.set()
+            await asyncio.Event().wait()
         cell = self.root / f"cell{len(self.requests)}"
         cell.mkdir(parents=True)
         if request.get("op") == "prepare":
@@ -145,7 +152,7 @@ class Builder:
                 record |= {"reason": "split_declined", "split_reason": "host code uses thrust", "split_line": 4}
                 record["detail"] = "host code uses thrust (line 4 of cuda_sources)"
             (folder / ROUTE_FILE).write_text(json.dumps(record))
-            outcome = {**record, "ok": True, "built_in": str(folder), "seconds": 2.5}
+            outcome = {**record, "ok": True, "built_in": str(folder), "seconds": 2.5, **(self.forged or {})}
         (cell / "result.json").write_text(json.dumps(outcome))
         yield ProcessResult(("builder",), 0, "", "", 1.0, False), cell
 
@@ -207,3 +214,33 @@ def test_a_request_the_server_refuses_reaches_no_builder(tmp_path):
     reply = asyncio.run(service.handle({**_message(), "folders": [{"path": "/x", "files": {"../a.h": ""}}]}))
     assert reply == {"ok": False, "error": "a folder's file '../a.h' is not a relative name with its text"}
     assert builder.requests == []
+
+
+def test_a_build_waiting_for_the_glue_headers_goes_on_when_the_server_stops_making_them(tmp_path):
+    service, builder = _service(tmp_path)
+
+    async def scenario() -> dict:
+        builder.hold_headers = asyncio.Event()
+        build = asyncio.ensure_future(service.handle(_message()))
+        await builder.hold_headers.wait()
+        await service.close()
+        return await build
+
+    reply = asyncio.run(scenario())
+    assert reply["ok"] and [r["op"] for r in builder.requests] == ["prepare", "build"]
+    assert not (tmp_path / "cache" / "pch").exists()
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [{"route": "/../../escaped"}, {"route": 7}, {"split_line": "4; rm"}, {"seconds": "fast"}],
+    ids=["route out of the cache", "route not text", "line not a number", "seconds not a number"],
+)
+def test_an_outcome_a_build_forged_in_its_cell_is_not_trusted(tmp_path, forged):
+    service, builder = _service(tmp_path)
+    builder.forged = forged
+    reply = asyncio.run(service.handle(_message(cuda_sources=None)))
+    assert not reply["ok"] and reply["log"].startswith("the builder failed")
+    # Nothing installed, in the cache or beside it.
+    assert {p.name for p in tmp_path.iterdir()} <= {"cache", "cells", "index"}
+    assert not list((tmp_path / "cache").glob("*")) and not list((tmp_path / "index").glob("*"))
