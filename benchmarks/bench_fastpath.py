@@ -82,7 +82,7 @@ if route != "torch":
     if route == "split-full":
         # The glue unit against the full torch/extension.h, precompiled (the route before the light header).
         prepare_full = inline_builder.prepare_pch
-        inline_builder.prepare_pch = lambda *a, **k: prepare_full(*a, **{**k, "light": False})
+        inline_builder.prepare_pch = lambda *a, **k: prepare_full(*a, **{**k, "header": "full"})
     recorder = inline_cache.InlineRecorder()
     inline_cache.install(cache, lineinfo=True, user_text=text, recorder=recorder)
 sys.path.insert(0, str(seed.parent))

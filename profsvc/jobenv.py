@@ -23,6 +23,11 @@ _PASS_THROUGH = (
 )
 
 
+def torch_arch_list(cuda_arch: str) -> str:
+    """TORCH_CUDA_ARCH_LIST of one nvcc target ("sm_90" -> "9.0"): torch's default builds for several."""
+    return cuda_arch.removeprefix("sm_")[:-1] + "." + cuda_arch[-1] if cuda_arch else ""
+
+
 def job_environment(
     workspace: Path, *, gpu_index: int | None, cuda_arch: str = "", extra: Mapping[str, str] | None = None
 ) -> dict[str, str]:
@@ -38,7 +43,6 @@ def job_environment(
         CUDA_VISIBLE_DEVICES="" if gpu_index is None else str(gpu_index),
     )
     if cuda_arch:
-        # One target architecture: torch's default builds for several.
-        env["TORCH_CUDA_ARCH_LIST"] = cuda_arch.removeprefix("sm_")[:-1] + "." + cuda_arch[-1]
+        env["TORCH_CUDA_ARCH_LIST"] = torch_arch_list(cuda_arch)
     env.update(extra or {})
     return env

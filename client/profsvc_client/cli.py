@@ -368,7 +368,11 @@ def _emit_compile(result: CompileResult, args: argparse.Namespace) -> int:
         cached = " (cached)" if result.units and all(u.cached for u in result.units) else ""
         print(f"compile {state} in {result.seconds:.2f} s{cached}")
         for unit in result.units:
-            print(f"  built {unit.name} ({'cached' if unit.cached else f'{unit.seconds:.1f} s'})")
+            how = "cached" if unit.cached else f"{unit.seconds:.1f} s"
+            route = f", {unit.route}" if unit.route else ""
+            print(f"  built {unit.name} ({how}{route})")
+            if unit.route_reason:
+                print(f"    {unit.route_reason}: {unit.route_detail}")
         for d in result.diagnostics:
             # file:line:column as compilers print it; a message about the whole file has no line.
             where = f"{d.file}:{d.line}:{d.column}: " if d.file and d.line else f"{d.file}: " if d.file else ""

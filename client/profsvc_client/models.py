@@ -122,12 +122,15 @@ class Diagnostic(_Model):
 
 
 class BuiltUnit(_Model):
-    """One built extension or program."""
+    """One built extension or program, and the build route it took (with why a faster one was not)."""
 
     name: str = ""
     cache_key: str = ""
     cached: bool = False
     seconds: float = 0.0
+    route: str = ""
+    route_reason: str = ""
+    route_detail: str = ""
 
 
 class CompileResult(_Model):

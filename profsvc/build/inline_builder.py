@@ -1,16 +1,18 @@
-"""Build one load_inline call on the fastest route that works, into a staging folder (run by the builder).
+"""Build one load_inline or load call on the fastest route that works, into a staging folder (run by the builder).
 
-The routes, fastest first: `split-light` (torch headers kept out of nvcc's
-unit by profsvc.worker.inline_split, the host glue compiled at -O1 against a
-precompiled light stand-in for `torch/extension.h`), `split` (the same against
-the full header), then `torch` (the call as written, so every compile error is
-reported against the user's own source). torch's own load_inline does each
-build; its import of the result is left out: the builder never loads what it
-built (the job that asked does, in its jail).
+The request (profsvc.build.request) carries the call's normalized arguments and the files of the job's own
+folders; they are written under `staging/inputs` and the arguments pointed there. profsvc.build.routes
+decides the route to try first and, where it is not the fastest, why. The routes, fastest first:
+`split-light` (torch headers kept out of nvcc's unit by profsvc.worker.inline_split, the host glue compiled
+at -O1 against a precompiled light stand-in for `torch/extension.h`, with or without torch's CUDA context),
+`split` (the same against the full header), then `torch` (the call as written, so every compile error is
+reported against the user's own source). torch's own load_inline (or load) does each build; its import of the
+result is left out: the builder never loads what it built (the job that asked does, in its jail). Beside the
+library, ROUTE_FILE records the route and why, for the builds that reuse it.
 
-Precompiled headers are read from the shared cache (read-only here) and, where
-one is missing, made in the staging folder for the server to install beside
-the build.
+The precompiled glue headers are the server's: made once, with no user input, by prepare_server_headers (the
+server installs them into the cache); a build reads them from the cache, which it sees read-only, and reads a
+header as text where the cache has none. Nothing a build writes is shared but its library.
 """
 
 from __future__ import annotations
@@ -23,57 +25,27 @@ import re
 import subprocess
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from profsvc.worker.inline_split import split_source
+from profsvc.build import routes
+from profsvc.build.request import ENCODING, LOAD, BuildRequest, relative_name
+from profsvc.build.routes import GLUE_FULL, GLUE_LIGHT, GLUE_LIGHT_CUDA, ROUTE_SPLIT, ROUTE_SPLIT_LIGHT, ROUTE_TORCH
 
-# Arguments that do not change the built library.
-NOT_IN_KEY = frozenset({"build_directory", "verbose", "keep_intermediates"})
-ROUTES = ("split-light", "split", "torch")
+ROUTES = (ROUTE_SPLIT_LIGHT, ROUTE_SPLIT, ROUTE_TORCH)
 PCH_FOLDER = "pch"
-
-
-def inline_key(arguments: dict[str, Any], environment: dict[str, str]) -> str:
-    """The cache key of a load_inline call: everything that decides the built library."""
-    keyed = {k: v for k, v in arguments.items() if k not in NOT_IN_KEY}
-    blob = json.dumps({"call": keyed, "env": environment}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+# Beside a library in its cache folder: the route that built it and why (read back when it is reused).
+ROUTE_FILE = "profsvc-route.json"
 
 
 def route_folder(key: str, route: str) -> str:
     """The cache folder of a key's build on a route."""
-    return key if route == "torch" else f"{key}-{route}"
+    return key if route == ROUTE_TORCH else f"{key}-{route}"
 
 
-def sources(value: str | list[str] | None) -> list[str]:
-    """A load_inline sources argument as a list."""
-    if value is None:
-        return []
-    return [value] if isinstance(value, str) else list(value)
-
-
-def _host_cflags(extra_cflags: list[str] | None) -> list[str]:
-    """Flags of the host glue unit: the user's, at -O1 (it only calls into torch; -O3 doubles its build)."""
-    return [*(f for f in extra_cflags or [] if not re.fullmatch(r"-O\w*", f)), "-O1"]
-
-
-def split_arguments(arguments: dict[str, Any], pch_include: list[str]) -> dict[str, Any] | None:
-    """The load_inline arguments of the fast route, or None when the source does not allow it."""
-    cuda = "\n".join(sources(arguments.get("cuda_sources")))
-    if not cuda.strip() or arguments.get("functions") is None:
-        return None
-    split = split_source(cuda)
-    if split is None:
-        return None
-    cpp = ["#include <torch/extension.h>", *sources(arguments.get("cpp_sources")), split.host]
-    cflags = [*_host_cflags(arguments.get("extra_cflags")), *pch_include]
-    fast = {"cpp_sources": cpp, "cuda_sources": split.cuda, "no_implicit_headers": True, "extra_cflags": cflags}
-    return {**arguments, **fast}
-
-
-def _torch_cxx_flags(extra_cflags: list[str], extra_include_paths: list[str]) -> list[str]:
+def _torch_cxx_flags(extra_cflags: list[str]) -> list[str]:
     """The flags torch's ninja build gives a C++ unit, without the extension's name (that one varies)."""
     import sysconfig
 
@@ -82,7 +54,7 @@ def _torch_cxx_flags(extra_cflags: list[str], extra_include_paths: list[str]) ->
     source = inspect.getsource(cpp_extension._write_ninja_file_to_build_library)
     standard = "-std=c++20" if "-std=c++20" in source else "-std=c++17"
     system = [*cpp_extension.include_paths("cuda"), sysconfig.get_path("include", scheme="posix_prefix")]
-    flags = ["-DTORCH_API_INCLUDE_EXTENSION_H", *(f"-I{os.path.abspath(p)}" for p in extra_include_paths)]
+    flags = ["-DTORCH_API_INCLUDE_EXTENSION_H"]
     for include in system:
         flags += ["-isystem", include]
     return [*flags, "-fPIC", standard, *extra_cflags]
@@ -102,7 +74,13 @@ LIGHT_EXTENSION_H = """#ifndef PROFSVC_LIGHT_TORCH_EXTENSION_H
 #include <torch/csrc/Exceptions.h>
 #endif
 """
+# The same with torch's CUDA context and device guard, for host code that includes them (the current stream,
+# cuBLAS handle, device properties, CUDAGuard): precompiled too, where read as text they cost seconds.
+LIGHT_CUDA_EXTENSION_H = LIGHT_EXTENSION_H.replace(
+    "#endif\n", "#include <ATen/cuda/CUDAContext.h>\n#include <c10/cuda/CUDAGuard.h>\n#endif\n"
+)
 FULL_EXTENSION_H = "#include <torch/extension.h>\n"
+GLUE_HEADERS = {GLUE_LIGHT: LIGHT_EXTENSION_H, GLUE_LIGHT_CUDA: LIGHT_CUDA_EXTENSION_H, GLUE_FULL: FULL_EXTENSION_H}
 # ninja's line for a failed step ("FAILED: main.o", from ninja 1.12 "FAILED: [code=1] main.o"); at a line's
 # start, so that a compiler message quoting such text is not read as one.
 _FAILED_STEP = re.compile(r"^FAILED: (?:\[code=\d+\] )?(\S+)", re.MULTILINE)
@@ -124,57 +102,174 @@ def _torch_version() -> str:
     return str(torch.__version__)
 
 
-def prepare_pch(
-    cache_root: Path, staging: Path, extra_cflags: list[str], extra_include_paths: list[str], *, light: bool = False
-) -> list[str]:
-    """The flags that make g++ use the glue unit's precompiled torch header for these flags.
+class _Glue(NamedTuple):
+    """Where a glue header lives, given the folder of its key."""
 
-    Read from the cache where it is there; else made once in `staging/pch/KEY` (the server installs it into the
-    cache after the build). `light`: a `torch/extension.h` of LIGHT_EXTENSION_H, put ahead of torch's on the
-    include path, so every `#include <torch/extension.h>` of the unit reads it. g++ only takes a precompiled
-    header built with the same flags, so it is keyed by them; when g++ cannot use it, it reads the header as
-    usual (slower, same result). A header g++ refused to precompile for a key raises CalledProcessError, then
-    and, once installed, on every later call for that key.
-    """
+    header: str
+
+    def file(self, directory: Path) -> Path:
+        return directory / "torch" / "extension.h" if self.header != GLUE_FULL else directory / "torch_extension.h"
+
+    def flags(self, directory: Path) -> list[str]:
+        # The light ones are put ahead of torch's on the include path: every `#include <torch/extension.h>` of
+        # the unit reads them.
+        light = ["-I", str(directory)] if self.header != GLUE_FULL else []
+        return [*light, "-include", str(self.file(directory))]
+
+
+def _pch_key(header: str) -> tuple[str, list[str]]:
+    """(the key of a glue header's precompiled form, g++'s command line without the input and output)."""
     from torch.utils import cpp_extension
 
     compiler = cpp_extension.get_cxx_compiler()
-    flags = _torch_cxx_flags(extra_cflags, extra_include_paths)
-    text = LIGHT_EXTENSION_H if light else FULL_EXTENSION_H
-    key = hashlib.sha256(json.dumps([compiler, flags, _torch_version(), text]).encode()).hexdigest()[:24]
+    command = [compiler, *_torch_cxx_flags(routes.glue_cflags([]))]
+    key = hashlib.sha256(json.dumps([command, _torch_version(), GLUE_HEADERS[header]]).encode()).hexdigest()[:24]
+    return key, command
 
-    def header_in(directory: Path) -> Path:
-        return directory / "torch" / "extension.h" if light else directory / "torch_extension.h"
 
-    def use(directory: Path) -> list[str]:
-        return [*(["-I", str(directory)] if light else []), "-include", str(header_in(directory))]
+def prepare_pch(cache_root: Path, staging: Path, *, header: str = GLUE_FULL) -> list[str]:
+    """The flags that make g++ use a glue header, precompiled with the glue unit's usual flags (none of the user's).
 
+    Read from the cache where it is there; else made once in `staging/pch/KEY` (the server installs it). g++
+    takes a precompiled header only where the unit's flags allow it, and reads the header as usual where they
+    do not (slower, same result). A header g++ refused to precompile raises CalledProcessError, then and, once
+    installed, on every later call for that key.
+    """
+    key, command = _pch_key(header)
+    glue = _Glue(header)
     for directory in (cache_root / PCH_FOLDER / key, staging / PCH_FOLDER / key):
-        command = [compiler, *flags, "-x", "c++-header", str(header_in(directory)), "-o", "-"]
         if (directory / PCH_FAILED).is_file():
             raise subprocess.CalledProcessError(1, command, stderr=(directory / PCH_FAILED).read_bytes())
-        if header_in(directory).with_name(header_in(directory).name + ".gch").is_file():
-            return use(directory)
+        if glue.file(directory).with_name(glue.file(directory).name + ".gch").is_file():
+            return glue.flags(directory)
     directory = staging / PCH_FOLDER / key
-    header = header_in(directory)
-    header.parent.mkdir(parents=True, exist_ok=True)
-    header.write_text(text)
-    compiled = header.with_name(header.name + ".gch")
-    command = [compiler, *flags, "-x", "c++-header", str(header), "-o", str(compiled)]
-    done = subprocess.run(command, capture_output=True, check=False)
+    source = glue.file(directory)
+    source.parent.mkdir(parents=True, exist_ok=True)
+    source.write_text(GLUE_HEADERS[header])
+    compiled = source.with_name(source.name + ".gch")
+    done = subprocess.run(
+        [*command, "-x", "c++-header", str(source), "-o", str(compiled)], capture_output=True, check=False
+    )
     if done.returncode > 0:
         # The compiler's own refusal (not a kill by a signal): it would refuse again.
         (directory / PCH_FAILED).write_bytes(done.stderr[-4000:])
     done.check_returncode()
-    return use(directory)
+    return glue.flags(directory)
+
+
+def prepare_server_headers(cache_root: Path, staging: Path) -> dict[str, str]:
+    """Precompile the glue headers every build reads (light, light with torch's CUDA context, full), at once.
+
+    Returns each header's outcome: "ok", or the compiler's last line.
+    """
+
+    def one(header: str) -> tuple[str, str]:
+        try:
+            prepare_pch(cache_root, staging, header=header)
+            return header, "ok"
+        except (OSError, subprocess.CalledProcessError) as error:
+            stderr = getattr(error, "stderr", b"") or b""
+            return header, (stderr.decode(errors="replace").strip().splitlines() or [str(error)])[-1]
+
+    with ThreadPoolExecutor(len(GLUE_HEADERS)) as pool:
+        return dict(pool.map(one, GLUE_HEADERS))
+
+
+def server_pch(cache_root: Path, staging: Path, header: str) -> list[str]:
+    """A build's glue header: the server's precompiled one where the cache holds it, else its text (in staging)."""
+    key, _ = _pch_key(header)
+    glue = _Glue(header)
+    made = cache_root / PCH_FOLDER / key
+    if glue.file(made).with_name(glue.file(made).name + ".gch").is_file() and not (made / PCH_FAILED).exists():
+        return glue.flags(made)
+    text = staging / "glue" / header
+    glue.file(text).parent.mkdir(parents=True, exist_ok=True)
+    glue.file(text).write_text(GLUE_HEADERS[header])
+    return glue.flags(text)
+
+
+class TorchBuilders(NamedTuple):
+    """torch's load_inline and load, their final import turned off (a built library is never loaded by its
+    builder)."""
+
+    load_inline: Callable[..., Any]
+    load: Callable[..., Any]
+
+
+def torch_builders() -> TorchBuilders:
+    """torch's builders as TorchBuilders (the originals where profsvc's wrappers are installed)."""
+    from torch.utils import cpp_extension
+
+    def without_import(function: Callable[..., Any]) -> Callable[..., Any]:
+        original = getattr(function, "__wrapped__", function)
+
+        def build(**arguments: Any) -> None:
+            importer = cpp_extension._import_module_from_library
+            cpp_extension._import_module_from_library = lambda *args, **kwargs: None
+            try:
+                original(**arguments)
+            finally:
+                cpp_extension._import_module_from_library = importer
+
+        return build
+
+    return TorchBuilders(without_import(cpp_extension.load_inline), without_import(cpp_extension.load))
+
+
+def materialize(request: BuildRequest, inputs: Path) -> dict[str, Any]:
+    """Write the request's folders under `inputs` (one folder each) and return its arguments with their paths
+    pointing there: the include folders it sent, a load()'s sources."""
+    where: dict[str, str] = {}
+    for index, folder in enumerate(request.folders):
+        root = inputs / str(index)
+        root.mkdir(parents=True, exist_ok=True)
+        for name, text in folder.files.items():
+            if not relative_name(name):  # checked by the server already: this process writes nowhere else
+                raise ValueError(f"not a relative name: {name!r}")
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text, **ENCODING)
+        where[folder.path] = str(root)
+    arguments = dict(request.arguments)
+    arguments["extra_include_paths"] = [where.get(p, p) for p in arguments.get("extra_include_paths") or []]
+    if request.call == LOAD:
+        arguments["sources"] = [_moved(source, where) for source in arguments["sources"]]
+    return arguments
+
+
+def _moved(path: str, where: dict[str, str]) -> str:
+    for folder, root in where.items():
+        name = path.removeprefix(folder.rstrip("/") + "/")
+        if name != path:
+            return str(Path(root) / name)
+    return path
+
+
+def _failure(error: BaseException) -> str:
+    """Why the split route's build failed, in a few words (the build as written reports the error itself)."""
+    failed = _FAILED_STEP.findall(str(error))
+    if isinstance(error, subprocess.CalledProcessError):
+        return "the glue unit's precompiled header could not be made"
+    if failed and _GLUE_OBJECT not in failed:
+        return f"the kernel unit failed without the torch headers (ninja: {', '.join(failed)})"
+    if failed:
+        return "the glue unit failed with the light and the full torch header"
+    return f"{type(error).__name__}: {str(error).strip().splitlines()[-1] if str(error).strip() else ''}"
 
 
 @dataclass
 class InlineOutcome:
-    """What building one load_inline call gave."""
+    """What building one call gave: the route, why a faster one was declined, where it was built.
+
+    `split_reason`/`split_line`: the split's own refusal and its line of cuda_sources, so that the reason can be
+    worded for each file that holds the same source (routes.RouteDecision.split).
+    """
 
     ok: bool
-    route: str = ""
+    route: str = ROUTE_TORCH
+    reason: str = ""
+    detail: str = ""
+    split_reason: str = ""
+    split_line: int = 0
     # The folder the library was built in (its object files' debug information names sources there).
     built_in: str = ""
     seconds: float = 0.0
@@ -186,70 +281,114 @@ class InlineOutcome:
         """JSON-ready."""
         return asdict(self)
 
+    def record(self) -> dict[str, Any]:
+        """What ROUTE_FILE holds."""
+        fields = ("route", "reason", "detail", "split_reason", "split_line")
+        return {name: getattr(self, name) for name in fields}
 
-def build_inline(
-    arguments: dict[str, Any],
+
+_BUILD_ERRORS = (RuntimeError, OSError, ImportError, subprocess.CalledProcessError)
+
+
+def _decided(
+    request: BuildRequest, arguments: dict[str, Any], builders: TorchBuilders
+) -> tuple[routes.RouteDecision, Callable[[str], None]]:
+    """The call's route decision, and how to build it as written into a folder."""
+    server_arch = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
+    if request.call == LOAD:
+        texts = {s: Path(s).read_text(**ENCODING) for s in routes.source_paths(arguments)}
+        keyed, decision = routes.load_call(arguments, texts, server_arch=server_arch)
+        flags = {k: keyed[k] for k in ("extra_cflags", "extra_cuda_cflags", "extra_ldflags")}
+
+        def load(directory: str) -> None:
+            builders.load(**{**arguments, **flags, "build_directory": directory})
+
+        return decision, load
+
+    def load_inline(directory: str) -> None:
+        # Copies of the source lists: torch inserts its headers into the lists it is given.
+        sources = {k: list(v) for k, v in arguments.items() if k.endswith("_sources") and isinstance(v, list)}
+        builders.load_inline(**{**arguments, **sources, "build_directory": directory})
+
+    return routes.decide(arguments), load_inline
+
+
+def _split_routes(
+    fast: dict[str, Any],
+    glue_header: str,
+    outcome: InlineOutcome,
+    folder: Callable[[str], Path],
+    builders: TorchBuilders,
+    glue: Callable[[str], list[str]],
+) -> None:
+    """Try the fast routes, fastest first (the glue unit against the light header, then the full one); fill
+    `outcome` with the one that built, or why none did."""
+    start = time.monotonic()
+    for route, header in ((ROUTE_SPLIT_LIGHT, glue_header), (ROUTE_SPLIT, GLUE_FULL)):
+        try:
+            # Fresh lists for each try: load_inline appends its bindings to the cpp_sources it is given.
+            attempt = {
+                "cpp_sources": list(fast["cpp_sources"]),
+                "extra_cflags": [*fast["extra_cflags"], *glue(header)],
+                "build_directory": str(folder(route)),
+            }
+            builders.load_inline(**{**fast, **attempt})
+            outcome.ok, outcome.route, outcome.built_in = True, route, attempt["build_directory"]
+            return
+        except _BUILD_ERRORS as error:
+            # A fast route is an optimisation: the next one, at last the build as written, which reports the
+            # user's own errors. Where the kernel unit failed, the full header would fail too.
+            outcome.fallback_seconds = time.monotonic() - start
+            outcome.reason = routes.LIGHT_HEADER_FAILED
+            outcome.detail = "the glue unit needs more than the light header"
+            if not _glue_may_be_the_cause(error) or route == ROUTE_SPLIT:
+                outcome.reason, outcome.detail = routes.SPLIT_FAILED, _failure(error)
+                return
+
+
+def build_call(
+    request: BuildRequest,
     key: str,
-    cache_root: Path,
     staging: Path,
-    load_inline: Callable[..., Any],
-    prepare: Callable[..., list[str]] | None = None,
+    builders: TorchBuilders,
+    glue: Callable[[str], list[str]],
 ) -> InlineOutcome:
     """Build the call into `staging/<route folder>` on the fastest route that works (see the module's text).
 
-    `load_inline` is torch's, with its import of the result turned off by the caller; `prepare` makes the
-    precompiled headers (prepare_pch).
+    `glue(header)`: the flags of the glue unit's header (server_pch or prepare_pch).
     """
-    prepare = prepare or prepare_pch
     start = time.monotonic()
-    fast = split_arguments(arguments, [])
-    outcome = InlineOutcome(ok=False)
-    if fast is not None:
-        includes = list(arguments.get("extra_include_paths") or [])
-        for route in ROUTES[:2]:
-            folder = staging / route_folder(key, route)
-            folder.mkdir(parents=True, exist_ok=True)
-            try:
-                pch = prepare(cache_root, staging, fast["extra_cflags"], includes, light=route == "split-light")
-                # Fresh lists for each try: load_inline appends its bindings to the cpp_sources it is given.
-                attempt = {
-                    "cpp_sources": list(fast["cpp_sources"]),
-                    "extra_cflags": [*fast["extra_cflags"], *pch],
-                    "build_directory": str(folder),
-                }
-                load_inline(**{**fast, **attempt})
-                outcome.ok, outcome.route, outcome.built_in = True, route, str(folder)
-                break
-            except (RuntimeError, OSError, ImportError, subprocess.CalledProcessError) as error:
-                # A fast route is an optimisation: the next one, at last the build as written, which reports
-                # the user's own errors. Where the kernel unit failed, the full header would fail too.
-                outcome.fallback_seconds = time.monotonic() - start
-                if not _glue_may_be_the_cause(error):
-                    break
+
+    def folder(route: str) -> Path:
+        path = staging / route_folder(key, route)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    arguments = materialize(request, staging / "inputs" / key)
+    decision, as_written = _decided(request, arguments, builders)
+    outcome = InlineOutcome(ok=False, reason=decision.reason, detail=decision.detail)
+    if decision.split is not None:
+        outcome.split_reason, outcome.split_line = decision.split.reason, decision.split.line
+    if decision.fast is not None:
+        _split_routes(decision.fast, decision.glue_header, outcome, folder, builders, glue)
     if not outcome.ok:
-        folder = staging / route_folder(key, "torch")
-        folder.mkdir(parents=True, exist_ok=True)
         try:
-            load_inline(**{**arguments, "build_directory": str(folder)})
-            outcome.ok, outcome.route, outcome.built_in = True, "torch", str(folder)
-        except (RuntimeError, OSError, ImportError, subprocess.CalledProcessError) as error:
-            outcome.route, outcome.log = "torch", str(error)
+            as_written(str(folder(ROUTE_TORCH)))
+            outcome.ok, outcome.built_in = True, str(folder(ROUTE_TORCH))
+        except _BUILD_ERRORS as error:
+            outcome.log = str(error)
+    if outcome.ok:
+        (Path(outcome.built_in) / ROUTE_FILE).write_text(json.dumps(outcome.record()))
     outcome.seconds = time.monotonic() - start
     return outcome
 
 
-def torch_builder() -> Callable[..., Any]:
-    """torch's load_inline with its final import turned off (a built library is never loaded by its builder)."""
-    from torch.utils import cpp_extension
-
-    original = getattr(cpp_extension.load_inline, "__wrapped__", cpp_extension.load_inline)
-
-    def build(**arguments: Any) -> None:
-        importer = cpp_extension._import_module_from_library
-        cpp_extension._import_module_from_library = lambda *args, **kwargs: None
-        try:
-            original(**arguments)
-        finally:
-            cpp_extension._import_module_from_library = importer
-
-    return build
+def recorded_route(folder: Path) -> dict[str, Any]:
+    """The route a cached build recorded (ROUTE_FILE); empty where it recorded none."""
+    try:
+        record = json.loads((folder / ROUTE_FILE).read_text())
+        if isinstance(record, dict):
+            return record
+    except (OSError, ValueError):
+        pass
+    return {}

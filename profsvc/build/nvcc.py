@@ -72,7 +72,7 @@ async def build_cuda_program(
     async with _locks.setdefault(key, asyncio.Lock()):
         if await asyncio.to_thread(index.verified, key):
             built_in = (directory / _BUILT).read_text() if (directory / _BUILT).is_file() else ""
-            unit = BuiltUnit(name=file_name, cache_key=key, cached=True, seconds=time.monotonic() - start)
+            unit = BuiltUnit(name=file_name, cache_key=key, cached=True, seconds=time.monotonic() - start, route="nvcc")
             result = CompileResult(ok=True, seconds=unit.seconds, units=[unit])
             return ProgramBuild(result, directory / BINARY_NAME, built_in)
 
@@ -95,6 +95,6 @@ async def build_cuda_program(
         if not index.verified(key):
             message = "the built program could not be installed in the cache"
             return ProgramBuild(CompileResult(ok=False, log=message, seconds=seconds), None)
-        unit = BuiltUnit(name=file_name, cache_key=key, cached=False, seconds=seconds)
+        unit = BuiltUnit(name=file_name, cache_key=key, cached=False, seconds=seconds, route="nvcc")
         result = CompileResult(ok=True, diagnostics=parse_diagnostics(log), log=log, seconds=seconds, units=[unit])
         return ProgramBuild(result, directory / BINARY_NAME, str(cell))

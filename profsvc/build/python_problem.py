@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from profsvc.build.diagnostics import FileMap, parse_diagnostics
-from profsvc.proc import ProcessResult
 from profsvc.worker.faults import fault_kind, signal_name
 from profsvc_client.models import BuiltUnit, CompileResult, Diagnostic, JobError, Severity, Stage
 
@@ -144,7 +141,15 @@ def _error(message: str) -> Diagnostic:
 def compile_result(status: HarnessStatus, user_file: str, seconds: float) -> CompileResult:
     """Turn the harness status into a CompileResult, diagnostics mapped into the user's file."""
     units = [
-        BuiltUnit(name=b["name"], cache_key=b["cache_key"], cached=b["cached"], seconds=b["seconds"])
+        BuiltUnit(
+            name=b["name"],
+            cache_key=b["cache_key"],
+            cached=b["cached"],
+            seconds=b["seconds"],
+            route=str(b.get("route", "")),
+            route_reason=str(b.get("route_reason", "")),
+            route_detail=str(b.get("route_detail", "")),
+        )
         for b in status.builds
     ]
     if status.ok:
@@ -169,27 +174,8 @@ def compile_result(status: HarnessStatus, user_file: str, seconds: float) -> Com
     return CompileResult(ok=False, diagnostics=diagnostics, log=log, seconds=seconds, units=units)
 
 
-async def compile_problem(
-    *,
-    python: str,
-    main: Path,
-    reference: Path | None,
-    cache_root: Path,
-    workspace: Path,
-    run: Callable[[list[str]], Awaitable[ProcessResult]],
-) -> tuple[CompileResult, HarnessStatus]:
-    """Import the problem in a worker (building its load_inline extensions) and report the build.
-
-    `run(argv)` runs the worker (a fresh process or a warm one) in the workspace, on no GPU.
-    """
-    status_path = workspace / "compile-status.json"
-    start = time.monotonic()
-    argv = harness_argv(python, main, reference, cache_root, status_path, "compile")
-    process = await run(argv)
-    status = HarnessStatus.read(
-        status_path,
-        returncode=process.returncode,
-        timed_out=process.timed_out,
-        output=process.stderr or process.stdout,
-    )
-    return compile_result(status, main.name, time.monotonic() - start), status
+def unit_line(unit: BuiltUnit) -> str:
+    """One line per build: what was built, how, and, where a faster route was declined, why."""
+    how = "cached" if unit.cached else f"{unit.seconds:.1f} s"
+    declined = f"; {unit.route_reason}: {unit.route_detail}" if unit.route_reason else ""
+    return f"built {unit.name} ({how}): route {unit.route or 'unknown'}{declined}"

@@ -1,13 +1,20 @@
 """The trusted builder's server side: jobs ask, only the server writes the shared build cache.
 
-A jailed job sends a load_inline call's arguments over its control channel
-(profsvc.worker.inline_cache). The server computes the cache key from them,
-answers with the cached build when the cache holds one whose content hash, kept
-outside every jail (`index/`), still matches; else it runs the builder
-(profsvc.worker.builder) in a jail of its own that can write only a staging
-folder, moves what it built into the cache, records its hashes, and answers
-with that. A job sees the cache read-only: it can load what the server verified,
-and nothing else.
+A jailed job sends a load_inline or load call over its control channel
+(profsvc.worker.inline_cache): its normalized arguments and the files of its own
+folders the build reads (profsvc.build.request). The server checks the request,
+computes the cache key from it (in its own environment: the workers' torch, CUDA
+and target), answers with the cached build when the cache holds one whose
+content hashes, kept outside every jail (`index/`), still match; else it runs
+the builder (profsvc.worker.builder) in a jail of its own that can write only a
+staging folder, moves what it built into the cache, records its hashes, and
+answers with that, its route and why a faster one was declined. A job sees the
+cache read-only: it can load what the server verified, and nothing else.
+
+The precompiled glue headers are made by the builder once, in a run of their
+own with no user input (prepare_headers), and installed like a build: a build's
+staging folder, where the user's flags and code have run, is never a source of
+anything shared but its own library.
 """
 
 from __future__ import annotations
@@ -18,79 +25,26 @@ import hashlib
 import json
 import logging
 import os
-import re
 import shutil
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
-from profsvc.build.inline_builder import PCH_FOLDER, ROUTES, inline_key, route_folder
+from profsvc.build.inline_builder import PCH_FOLDER, ROUTE_FILE, ROUTES, recorded_route, route_folder
+from profsvc.build.python_problem import unit_line
+from profsvc.build.request import BadBuildRequest, BuildRequest
+from profsvc.build.routes import ROUTE_SPLIT, ROUTE_SPLIT_LIGHT, ROUTE_TORCH
 from profsvc.proc import ProcessResult
+from profsvc.worker.inline_split import Declined
+from profsvc_client.models import BuiltUnit
 
 log = logging.getLogger("profsvc.build")
 
 # The builder's run in its cell: the request written there, (how it ended, the cell) while the cell lives.
 BuilderRun = Callable[[dict[str, Any]], AbstractAsyncContextManager[tuple[ProcessResult, Path]]]
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
-
-
-class BadBuildRequest(ValueError):
-    """A build request that is not a load_inline call's arguments."""
-
-
-def _strings(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
-def _text_or_strings(value: Any) -> bool:
-    return isinstance(value, str) or _strings(value)
-
-
-def _functions(value: Any) -> bool:
-    if isinstance(value, dict):
-        return all(isinstance(v, str) for v in [*value, *value.values()])
-    return _text_or_strings(value)
-
-
-# What each load_inline argument a request may carry must be (None is always allowed), and how to say so.
-_SHAPES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    **{name: (_text_or_strings, "a string or a list of strings") for name in ("cpp_sources", "cuda_sources")},
-    "sycl_sources": (_text_or_strings, "a string or a list of strings"),
-    "functions": (_functions, "a string, a list of strings or a mapping of strings"),
-    **{
-        name: (_strings, "a list of strings")
-        for name in ("extra_cflags", "extra_cuda_cflags", "extra_sycl_cflags", "extra_ldflags", "extra_include_paths")
-    },
-    **{
-        name: (lambda v: isinstance(v, bool), "true or false")
-        for name in (
-            "with_cuda",
-            "with_sycl",
-            "is_python_module",
-            "with_pytorch_error_handling",
-            "keep_intermediates",
-            "use_pch",
-            "no_implicit_headers",
-            "is_standalone",
-        )
-    },
-}
-
-
-def check_arguments(arguments: Any) -> dict[str, Any]:
-    """The request's load_inline arguments, checked for shape (their content is the user's business)."""
-    if not isinstance(arguments, dict):
-        raise BadBuildRequest("the arguments are not an object")
-    unknown = set(arguments) - {"name", *_SHAPES}
-    if unknown:
-        raise BadBuildRequest(f"unknown load_inline argument(s): {', '.join(sorted(unknown))}")
-    if not isinstance(arguments.get("name"), str) or not _NAME.match(arguments["name"]):
-        raise BadBuildRequest("the extension's name must be a Python identifier")
-    for name, (fits, shape) in _SHAPES.items():
-        if arguments.get(name) is not None and not fits(arguments[name]):
-            raise BadBuildRequest(f"{name} must be {shape}")
-    return arguments
+# The environment that keys builds (torch, CUDA, target), found once.
+Environment = Callable[[], Awaitable[dict[str, str]]]
 
 
 def sha256_file(path: Path) -> str:
@@ -189,10 +143,56 @@ class BuildCacheIndex:
 class BuildService:
     """Answers a jailed job's `build` requests (see the module's text)."""
 
-    def __init__(self, index: BuildCacheIndex, run_builder: BuilderRun) -> None:
+    def __init__(self, index: BuildCacheIndex, run_builder: BuilderRun, environment: Environment) -> None:
         self.index = index
         self.run_builder = run_builder
+        self._environment = environment
+        self._known: dict[str, str] | None = None
         self._locks: dict[str, asyncio.Lock] = {}
+        self._headers: asyncio.Task[None] | None = None
+
+    async def environment(self) -> dict[str, str]:
+        """The environment builds are keyed by (asked once)."""
+        if self._known is None:
+            self._known = await self._environment()
+        return self._known
+
+    def prepare_headers(self) -> None:
+        """Start making the precompiled glue headers (once; builds with CUDA code wait for it)."""
+        if self._headers is None:
+            self._headers = asyncio.get_running_loop().create_task(self._prepare_headers())
+
+    async def _prepare_headers(self) -> None:
+        async with self.run_builder({"op": "prepare"}) as (process, cell):
+            try:
+                outcome = json.loads((cell / "result.json").read_text())["headers"]
+            except (OSError, ValueError, KeyError, TypeError):
+                tail = (process.stderr or process.stdout).strip()[-2000:]
+                log.warning("the glue headers were not made (exit status %s): %s", process.returncode, tail)
+                return
+            await asyncio.to_thread(self._install_pch, cell)
+        log.info("glue headers: %s", "; ".join(f"{header}: {state}" for header, state in outcome.items()))
+
+    async def _headers_made(self) -> None:
+        self.prepare_headers()
+        assert self._headers is not None
+        try:
+            # Shielded: a build whose job is cancelled leaves the headers to the next.
+            await asyncio.shield(self._headers)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise
+            # The headers' run was stopped (the server is closing): the build reads the headers as text.
+        except Exception:
+            log.exception("making the glue headers failed")
+
+    async def close(self) -> None:
+        """Stop making the glue headers (their builder is killed)."""
+        if self._headers is not None and not self._headers.done():
+            self._headers.cancel()
+            with contextlib.suppress(BaseException):
+                await self._headers
 
     @contextlib.asynccontextmanager
     async def _locked(self, key: str) -> AsyncIterator[None]:
@@ -204,54 +204,105 @@ class BuildService:
             if not lock.locked() and self._locks.get(key) is lock:
                 del self._locks[key]
 
-    def _cached(self, key: str, name: str) -> dict[str, Any] | None:
-        for route in ("torch", *ROUTES[:2]):
+    def _cached(self, key: str, artifact: str) -> dict[str, Any] | None:
+        for route in (ROUTE_TORCH, ROUTE_SPLIT_LIGHT, ROUTE_SPLIT):
             folder = route_folder(key, route)
-            if (self.index.cache_root / folder / f"{name}.so").is_file() and self.index.verified(folder):
-                directory = str(self.index.cache_root / folder)
-                return {"ok": True, "cached": True, "route": route, "directory": directory, "built_in": ""}
+            if (self.index.cache_root / folder / artifact).is_file() and self.index.verified(folder):
+                directory = self.index.cache_root / folder
+                try:
+                    record = {**_checked({"ok": True, **recorded_route(directory)}), "route": route}
+                except ValueError:
+                    record = {"route": route}
+                return {**record, "ok": True, "cached": True, "directory": str(directory), "built_in": ""}
         return None
 
     async def handle(self, message: dict[str, Any]) -> dict[str, Any]:
         """The control-channel handler of `build`."""
+        environment = await self.environment()
         try:
-            arguments = check_arguments(message.get("arguments"))
+            # Off the event loop: a request may carry megabytes of sources to check and hash.
+            request = await asyncio.to_thread(BuildRequest.from_message, message)
         except BadBuildRequest as error:
             return {"ok": False, "error": str(error)}
-        environment = message.get("environment")
-        if not isinstance(environment, dict):
-            return {"ok": False, "error": "the request names no environment"}
-        key = inline_key(arguments, environment)
-        name = arguments["name"]
+        key = await asyncio.to_thread(request.key, environment)
         async with self._locked(key):
-            cached = await asyncio.to_thread(self._cached, key, name)
-            if cached is not None:
-                return cached
-            async with self.run_builder({"arguments": arguments, "key": key}) as (process, cell):
-                return await asyncio.to_thread(self._finish, process, cell, key, name)
+            reply = await asyncio.to_thread(self._cached, key, request.artifact)
+            if reply is None:
+                if request.has_cuda:
+                    await self._headers_made()
+                async with self.run_builder({"op": "build", **request.as_message(), "key": key}) as (process, cell):
+                    reply = await asyncio.to_thread(self._finish, process, cell, key, request.artifact)
+        reply = {**reply, "key": key, "detail": _worded(reply, request.first_line)}
+        unit = BuiltUnit(
+            name=request.name,
+            cache_key=key,
+            cached=bool(reply.get("cached")),
+            seconds=float(reply.get("seconds") or 0.0),
+            route=str(reply.get("route", "")),
+            route_reason=str(reply.get("reason", "")),
+            route_detail=reply["detail"],
+        )
+        log.info(unit_line(unit) if reply.get("ok") else f"{unit_line(unit)}; the build failed")
+        return reply
 
-    def _finish(self, process: ProcessResult, cell: Path, key: str, name: str) -> dict[str, Any]:
+    def _finish(self, process: ProcessResult, cell: Path, key: str, artifact: str) -> dict[str, Any]:
         try:
-            outcome = json.loads((cell / "result.json").read_text())
+            outcome = _checked(json.loads((cell / "result.json").read_text()))
         except (OSError, ValueError):
             why = "it ran past its time limit" if process.timed_out else f"exit status {process.returncode}"
             tail = (process.stderr or process.stdout).strip()[-4000:]
             return {"ok": False, "route": "torch", "log": f"the builder failed ({why})\n{tail}"}
-        self._install_pch(cell)
         if not outcome.get("ok"):
             return {**outcome, "cached": False}
         folder = route_folder(key, str(outcome["route"]))
-        self.index.install(cell / folder, folder, [f"{name}.so"])
+        if not (cell / folder / artifact).is_file():
+            return {**outcome, "ok": False, "log": f"the build made no {artifact}"}
+        self.index.install(cell / folder, folder, [artifact, ROUTE_FILE])
         if not self.index.verified(folder):
             return {"ok": False, "route": outcome["route"], "log": "the build could not be installed in the cache"}
         directory = str(self.index.cache_root / folder)
         return {**outcome, "cached": False, "directory": directory}
 
     def _install_pch(self, cell: Path) -> None:
-        """Precompiled headers the builder made, installed for every later build with the same flags."""
+        """Precompiled headers the builder made, installed for every later build."""
         staged = cell / PCH_FOLDER
         if not staged.is_dir():
             return
         for folder in staged.iterdir():
             hashed = [str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()]
             self.index.install(folder, f"{PCH_FOLDER}/{folder.name}", hashed)
+
+
+# The fields of a builder's outcome (inline_builder.InlineOutcome) and of a route record, and their types.
+_OUTCOME: dict[str, type | tuple[type, ...]] = {
+    "ok": bool,
+    "route": str,
+    "reason": str,
+    "detail": str,
+    "split_reason": str,
+    "split_line": int,
+    "built_in": str,
+    "seconds": (int, float),
+    "fallback_seconds": (int, float),
+    "log": str,
+}
+
+
+def _checked(outcome: Any) -> dict[str, Any]:
+    """A builder's outcome, its fields of the right types and its route one of the routes (a build's cell is where
+    the user's flags ran: what it holds is read as data, never as a path); ValueError where it is not."""
+    if not isinstance(outcome, dict):
+        raise ValueError("the outcome is not an object")
+    checked = {name: outcome[name] for name in _OUTCOME if name in outcome}
+    if not all(isinstance(value, _OUTCOME[name]) for name, value in checked.items()):
+        raise ValueError("an outcome's field is not of its type")
+    if checked.get("ok") is not False and checked.get("route") not in ROUTES:
+        raise ValueError("the outcome names no route")
+    return checked
+
+
+def _worded(reply: dict[str, Any], first_line: int) -> str:
+    """The reason a faster route was declined, its line counted in the asking job's file where it has one."""
+    if reply.get("split_reason"):
+        return Declined(str(reply["split_reason"]), int(reply.get("split_line", 0))).text(first_line)
+    return str(reply.get("detail", ""))

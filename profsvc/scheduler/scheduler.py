@@ -24,9 +24,11 @@ from pathlib import Path, PurePath
 from profsvc.build.cache import BuildCache
 from profsvc.build.python_problem import HarnessStatus, harness_argv, job_error, source_map
 from profsvc.build.service import BuildCacheIndex, BuildService
+from profsvc.build.toolchain import worker_environment
 from profsvc.config import ServerConfig
 from profsvc.host import HostInfo
 from profsvc.jail import Jail, close_jail
+from profsvc.jobenv import torch_arch_list
 from profsvc.kinds import Built, KindContext, RunTarget, kind_named
 from profsvc.metrics.analysis import ReportAnalysis
 from profsvc.metrics.catalog import load_catalog
@@ -146,7 +148,8 @@ class Scheduler:
         index_root = config.state_dir / "index"
         index_root.mkdir(parents=True, exist_ok=True)
         self.index = BuildCacheIndex(self.cache.root, index_root.resolve())
-        self.builds = BuildService(self.index, self._run_builder)
+        arch_list = torch_arch_list(config.cuda_arch or host.default_arch)
+        self.builds = BuildService(self.index, self._run_builder, lambda: worker_environment(config.python, arch_list))
         self.compiled = CompiledSources()
         self.cells = Cells(
             config.state_dir / "cells",
@@ -179,6 +182,9 @@ class Scheduler:
         await asyncio.to_thread(self.index.sweep)
         if not self.config.warm_workers:
             return
+        # Paid ahead like the warm workers: the glue headers every CUDA build reads (without them, the first
+        # such build waits for them).
+        self.builds.prepare_headers()
         cache = [self.cache.root]
         # Two where jobs arrive faster than a worker warms up (a batch): builds, and profiles on each GPU.
         self.standby.keep("compile", self._spec(HARNESS_MODULE, None, readonly=cache), depth=2)
@@ -200,7 +206,8 @@ class Scheduler:
         return self.jail.describe() if self.jail is not None else UNJAILED
 
     async def close(self) -> None:
-        """Stop the warm workers and release the jail's cgroups."""
+        """Stop the glue headers' builder and the warm workers, and release the jail's cgroups."""
+        await self.builds.close()
         await self.standby.close()
         await close_jail(self.jail)
 

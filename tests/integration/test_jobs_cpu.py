@@ -81,10 +81,91 @@ def test_load_inline_build_is_cached_by_content(cpu_client):
     first = cpu_client.compile(_source("twice.py", PROBLEM))
     assert first.ok, first.diagnostics
     assert [u.name for u in first.units] == ["twice_ext"] and not first.units[0].cached
+    # A C++-only extension: built as written, and the answer says why no faster route was taken.
+    assert (first.units[0].route, first.units[0].route_reason) == ("torch", "cpp_only")
     second = cpu_client.compile(_source("again.py", PROBLEM))
     assert second.ok and second.units[0].cached
     assert second.units[0].cache_key == first.units[0].cache_key
+    assert (second.units[0].route, second.units[0].route_reason) == ("torch", "cpp_only")
     assert second.seconds < first.seconds
+
+
+WRITTEN = """import os
+import tempfile
+
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load, load_inline
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 3 + 1
+
+
+def get_inputs():
+    return [torch.randn(16)]
+
+
+def get_init_inputs():
+    return []
+
+
+def _write(folder, name, text):
+    with open(os.path.join(folder, name), "w") as handle:
+        handle.write(text)
+
+
+# Headers and sources the module writes into its own temporary folders at import (a new folder per job).
+_include = tempfile.mkdtemp(prefix="include_")
+os.mkdir(os.path.join(_include, "more"))
+_write(_include, "factor.h", '#pragma once\\n#include "more/three.h"\\nconstexpr int FACTOR = THREE;\\n')
+_write(os.path.join(_include, "more"), "three.h", "#define THREE 3\\n")
+_thrice = load_inline(
+    name="thrice_ext",
+    cpp_sources='#include "factor.h"\\ntorch::Tensor thrice(torch::Tensor x) { return x * FACTOR; }',
+    functions=["thrice"],
+    extra_include_paths=[_include],
+    extra_cflags=[""],
+)
+_sources = tempfile.mkdtemp(prefix="sources_")
+_write(_sources, "one.h", "#define ONE 1\\n")
+_write(
+    _sources,
+    "plus.cpp",
+    '#include <torch/extension.h>\\n#include "one.h"\\n'
+    "torch::Tensor plus_one(torch::Tensor x) { return x + ONE; }\\n"
+    'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("plus_one", &plus_one); }\\n',
+)
+_plus = load(name="plus_ext", sources=[os.path.join(_sources, "plus.cpp")])
+# Built from the headers the job sent: the libraries compute what the headers say.
+assert _plus.plus_one(_thrice.thrice(torch.ones(2))).tolist() == [4.0, 4.0]
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return _plus.plus_one(_thrice.thrice(x))
+"""
+
+
+def test_headers_and_sources_a_module_writes_are_sent_built_and_found_again_by_content(cpu_client):
+    first = cpu_client.compile(_source("written.py", WRITTEN))
+    assert first.ok, (first.diagnostics, first.log)
+    assert [(u.name, u.cached, u.route, u.route_reason) for u in first.units] == [
+        ("thrice_ext", False, "torch", "cpp_only"),
+        ("plus_ext", False, "torch", "cpp_only"),
+    ]
+    # Another job: other temporary folders, the same files: the same builds, from the cache.
+    second = cpu_client.compile(_source("written_again.py", WRITTEN))
+    assert second.ok, (second.diagnostics, second.log)
+    assert [u.cache_key for u in second.units] == [u.cache_key for u in first.units]
+    assert all(u.cached for u in second.units)
+    # A header that says otherwise: another build of that extension, whose library says so.
+    changed = WRITTEN.replace("#define THREE 3", "#define THREE 5").replace("[4.0, 4.0]", "[6.0, 6.0]")
+    third = cpu_client.compile(_source("written_five.py", changed))
+    assert third.ok, (third.diagnostics, third.log)
+    assert third.units[0].cache_key != first.units[0].cache_key and not third.units[0].cached
+    assert third.units[1].cached
 
 
 def test_build_error_points_at_the_users_line(cpu_client):

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from profsvc.build.diagnostics import FileMap, parse_diagnostics
-from profsvc.build.python_problem import HARNESS_PHASES, HarnessStatus, compile_result
-from profsvc_client.models import Severity
+from profsvc.build.python_problem import HARNESS_PHASES, HarnessStatus, compile_result, unit_line
+from profsvc.worker.inline_cache import InlineBuild
+from profsvc_client._proto import profiler_pb2 as pb
+from profsvc_client.convert import to_model, to_proto
+from profsvc_client.models import CompileResult, Severity
 
 # Real messages as g++ 12 and nvcc 13 print them (paths shortened).
 GCC_LOG = """[1/3] c++ -MMD -MF main.o.d ... -c /cache/k/main.cpp -o main.o
@@ -111,3 +115,31 @@ def test_a_status_with_malformed_warnings_is_not_trusted(tmp_path, warnings):
     status_file.write_text(json.dumps({"ok": True, "stage": "compiling", "warnings": warnings}))
     status = HarnessStatus.read(status_file, returncode=0, timed_out=False, output="")
     assert not status.ok and status.kind == "worker_exit"
+
+
+def test_each_build_names_its_route_and_why_a_faster_one_was_declined():
+    fast = InlineBuild(name="add", cache_key="k1", cached=False, seconds=4.5, route="split-light")
+    declined = InlineBuild(
+        name="sort",
+        cache_key="k2",
+        cached=True,
+        route="torch",
+        route_reason="split_declined",
+        route_detail="host code uses thrust, which only nvcc compiles (line 31)",
+    )
+    status = HarnessStatus(ok=True, stage="compiling", builds=[asdict(fast), asdict(declined)])
+    result = compile_result(status, "cand.py", 5.0)
+    assert [(u.route, u.route_reason) for u in result.units] == [("split-light", ""), ("torch", "split_declined")]
+    assert to_model(to_proto(result, pb.CompileResult), CompileResult) == result
+    assert unit_line(result.units[0]) == "built add (4.5 s): route split-light"
+    assert unit_line(result.units[1]) == (
+        "built sort (cached): route torch; split_declined: host code uses thrust, which only nvcc compiles (line 31)"
+    )
+
+
+def test_a_build_recorded_without_a_route_reads_as_unknown():
+    status = HarnessStatus(
+        ok=True, stage="compiling", builds=[{"name": "e", "cache_key": "k", "cached": True, "seconds": 0}]
+    )
+    unit = compile_result(status, "cand.py", 1.0).units[0]
+    assert (unit.route, unit.route_reason, unit.route_detail) == ("", "", "")

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from profsvc.worker.inline_split import CUDA_PRELUDE, LAUNCHER_PREFIX, split_source
+from profsvc.worker.inline_split import (
+    ADDRESS_PREFIX,
+    CUDA_PRELUDE,
+    LAUNCHER_PREFIX,
+    Declined,
+    SplitSources,
+    split_source,
+)
 from tests.conftest import FIXTURES
 
 TORCH = "#include <torch/extension.h>\n"
@@ -31,9 +38,9 @@ def _host_function(body: str) -> str:
     return f"torch::Tensor run(torch::Tensor x) {{\n  {body}\n  return x;\n}}\n"
 
 
-def _split(source: str):
+def _split(source: str) -> SplitSources:
     split = split_source(source)
-    assert split is not None
+    assert isinstance(split, SplitSources), split
     return split
 
 
@@ -173,14 +180,10 @@ def test_host_helpers_the_torch_functions_do_not_call_stay_in_the_cuda_part_only
 
 
 UNSURE_HELPERS = {
-    "default argument": 'int pick(int n, const char* why = "b") { return n; }\n',
     "member": "struct S { static int pick(int); };\nint S::pick(int n) { return n; }\n",
     "extern C": 'extern "C" int pick(int n) { return n; }\n',
-    "constexpr": "constexpr int pick(int n) { return n; }\n",
     "deduced return type": "auto pick(int n) { return n; }\n",
-    "names a kernel": "static int pick(int n) {\n"
-    + "  cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, n);\n"
-    + "  return n;\n}\n",
+    "templated launcher": "template <typename T> int pick(T n) { k<<<1, 1>>>(nullptr); return n; }\n",
 }
 
 
@@ -189,7 +192,51 @@ def test_declines_a_called_host_helper_it_cannot_copy_or_declare_faithfully(help
     kernel = "__global__ void k(float* x) { x[0] = 1.0f; }\n"
     pick = "S::pick" if "::" in helper else "pick"
     call = f"k<<<{pick}(1), 1>>>(x.data_ptr<float>());"
-    assert split_source(TORCH + kernel + helper + _host_function(call)) is None
+    assert isinstance(split_source(TORCH + kernel + helper + _host_function(call)), Declined)
+
+
+FAITHFUL_HELPERS = {
+    # (helper, what the host part gets)
+    "default argument": (
+        'int pick(int n, const char* why = "b") { return n; }\n',
+        'int pick(int n, const char* why = "b");',
+    ),
+    "constexpr": ("constexpr int pick(int n) { return n; }\n", "constexpr int pick(int n) { return n; }"),
+    "host device inline": (
+        "__host__ __device__ inline int pick(int n) { return n; }\n",
+        "__host__ __device__ inline int pick(int n) { return n; }",
+    ),
+    "static, naming a kernel": (
+        "static int pick(int n) {\n  cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, n);\n"
+        + "  return n;\n}\n",
+        "int pick(int n);",
+    ),
+}
+
+
+@pytest.mark.parametrize(("helper", "host"), FAITHFUL_HELPERS.values(), ids=FAITHFUL_HELPERS.keys())
+def test_a_called_host_helper_is_copied_or_declared(helper, host):
+    kernel = "__global__ void k(float* x) { x[0] = 1.0f; }\n"
+    split = _split(TORCH + kernel + helper + _host_function("k<<<pick(1), 1>>>(x.data_ptr<float>());"))
+    assert host in split.host
+    assert split.host.index(host) < split.host.index("torch::Tensor run(")
+
+
+def test_a_static_helper_naming_a_kernel_loses_static_in_the_cuda_part_only_its_lines_kept():
+    helper = FAITHFUL_HELPERS["static, naming a kernel"][0]
+    source = TORCH + "__global__ void k(float* x) { x[0] = 1.0f; }\n" + helper + _host_function("k<<<pick(1), 1>>>(x);")
+    cuda = _split(source).cuda
+    assert "       int pick(int n) {" in cuda and "static int pick" not in cuda
+    # On the line it was on: the CUDA part is the prelude's three lines, then the source line for line.
+    assert cuda.splitlines()[source.splitlines().index("static int pick(int n) {") + 3] == "       int pick(int n) {"
+
+
+def test_a_plain_host_launcher_called_from_torch_code_is_declared_and_keeps_its_launch():
+    source = TORCH + "__global__ void k(float* x) {}\nvoid go(float* x) { k<<<1, 1>>>(x); }\n"
+    split = _split(source + _host_function("go(x.data_ptr<float>());"))
+    assert "void go(float* x) { k<<<1, 1>>>(x); }" in split.cuda
+    assert "void go(float* x);" in split.host and "<<<" not in split.host
+    assert split.launched == []
 
 
 def test_host_part_with_helpers_compiles_against_the_torch_headers(tmp_path):
@@ -275,34 +322,172 @@ def test_cuda_part_of_kernels_with_types_and_commented_parameters_compiles_with_
 
 
 DECLINED = {
-    "templated launch": "template <typename T> __global__ void k(T* x) {}\n"
-    + _host_function("k<float><<<1, 1>>>(x.data_ptr<float>());"),
-    "top-level #ifdef": "#ifdef FAST\n#define N 4\n#endif\n__global__ void k() {}\n" + _host_function("k<<<1, 1>>>();"),
-    "top-level #if": "#if 1\n#endif\n__global__ void k() {}\n" + _host_function("k<<<1, 1>>>();"),
-    "namespace": "namespace q { __device__ int one() { return 1; } }\n__global__ void k() {}\n"
-    + _host_function("k<<<1, 1>>>();"),
-    "namespace after a comment": "// helpers\nnamespace q { __device__ int one() { return 1; } }\n"
-    + "__global__ void k() {}\n"
-    + _host_function("k<<<1, 1>>>();"),
-    "namespace after the host function": "__global__ void k() {}\n"
-    + _host_function("k<<<1, 1>>>();")
-    + "namespace q { __device__ int one() { return 1; } }\ntypedef int Tail;\n",
-    "extern block": "__global__ void k() {}\n"
-    + _host_function("k<<<1, 1>>>();")
-    + 'extern "C" { __device__ int one() { return 1; } }\ntypedef int Tail;\n',
-    "global variable": "int calls = 0;\n__global__ void k() {}\n" + _host_function("k<<<1, 1>>>();"),
-    "global variable set by a call": "float scale = sqrtf(2.0f);\n__global__ void k() {}\n"
-    + _host_function("k<<<1, 1>>>();"),
     "unclosed brace": "__global__ void k() { {\n" + _host_function("k<<<1, 1>>>();"),
     "extra closing brace": "__global__ void k() { }}\n" + _host_function("k<<<1, 1>>>();"),
-    "no launches": "__global__ void k() {}\n" + _host_function(""),
     "launch through an expression": "__global__ void k() {}\n"
     + _host_function("void (*ks[1])() = {k};\n  ks[0]<<<1, 1>>>();\n  k<<<1, 1>>>();"),
     "launch of an unknown kernel": "__global__ void k() {}\n" + _host_function("other<<<1, 1>>>();"),
-    "plain host launcher": "__global__ void k() {}\nvoid go() { k<<<1, 1>>>(); }\n" + _host_function("go();"),
+    "launch in a macro": "__global__ void k() {}\n#define GO k<<<1, 1>>>()\n" + _host_function("GO;"),
+    "deduced template arguments": "template <typename T> __global__ void k(T* x) {}\n"
+    + _host_function("k<<<1, 1>>>(x.data_ptr<float>());"),
+    "scalar_t outside a dispatch": "template <typename T> __global__ void k(T* x) {}\n"
+    + _host_function("using scalar_t = float;\n  k<scalar_t><<<1, 1>>>(x.data_ptr<scalar_t>());"),
+    "a dispatch over torch's Half": "template <typename T> __global__ void k(T* x) {}\n"
+    + _host_function(
+        'AT_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), "k", [&] {\n'
+        + "    k<scalar_t><<<1, 1>>>(x.data_ptr<scalar_t>());\n  });"
+    ),
+    "template arguments of the host code": "template <int N> __global__ void k(float* x) {}\n"
+    + _host_function("constexpr int n = 4;\n  k<n><<<1, 1>>>(x.data_ptr<float>());"),
+    "torch code under #ifdef": "__global__ void k() {}\n#ifdef FAST\n" + _host_function("k<<<1, 1>>>();") + "#endif\n",
+    "torch include under #if": "#if 1\n#include <ATen/cuda/CUDAContext.h>\n#endif\n__global__ void k() {}\n"
+    + _host_function("k<<<1, 1>>>();"),
+    "an #if without #endif": "#if 1\n#define N 1\n__global__ void k() {}\n" + _host_function("k<<<1, 1>>>();"),
+    "thrust in host code": "#include <thrust/sort.h>\n__global__ void k() {}\n"
+    + _host_function("thrust::sort(thrust::device, x.data_ptr<float>(), x.data_ptr<float>() + 4);\n  k<<<1, 1>>>();"),
+    "device lambda in host code": "__global__ void k() {}\n"
+    + _host_function("auto f = [] __device__ (float v) { return v; };\n  k<<<1, 1>>>();"),
+    "device code naming torch": "__global__ void k(at::Half* x) {}\n"
+    + _host_function("k<<<1, 1>>>(x.data_ptr<at::Half>());"),
+    "a global used by host and CUDA code": "int calls = 0;\nvoid count() { calls++; }\n__global__ void k() {}\n"
+    + _host_function("count();\n  calls = 2;\n  k<<<1, 1>>>();"),
+    "a namespace holding torch and CUDA code": "namespace q { __device__ int one() { return 1; }\n"
+    + "torch::Tensor id(torch::Tensor x) { return x; } }\n__global__ void k() {}\n"
+    + _host_function("k<<<1, 1>>>();"),
+    "host code using a namespace of device code": "namespace q { constexpr int N = 2;\n"
+    + "__device__ int one() { return N; } }\n__global__ void k() {}\n"
+    + _host_function("k<<<q::N, 1>>>();"),
+    "a torch macro used by CUDA code": '#define CHECK(c) TORCH_CHECK(c, "bad")\n'
+    + "__global__ void k() {}\nvoid go() { CHECK(true); k<<<1, 1>>>(); }\n"
+    + _host_function("go();"),
+    "a kernel in a namespace": "namespace q { __global__ void k() {} }\n" + _host_function("q::k<<<1, 1>>>();"),
 }
 
 
 @pytest.mark.parametrize("source", DECLINED.values(), ids=DECLINED.keys())
 def test_declines_what_it_cannot_follow(source):
-    assert split_source(TORCH + source) is None
+    assert isinstance(split_source(TORCH + source), Declined)
+
+
+def test_a_declined_source_says_why_and_where():
+    source = TORCH + "// kernels\n" + DECLINED["thrust in host code"]
+    declined = split_source(source)
+    assert isinstance(declined, Declined)
+    assert "thrust" in declined.reason
+    line = next(i for i, text in enumerate(source.splitlines(), 1) if "thrust::sort" in text)
+    assert declined.line == line
+    assert declined.text() == f"{declined.reason} (line {line} of cuda_sources)"
+    # Where the source starts on line 30 of the user's file, its line N is the file's line 29 + N.
+    assert declined.text(first_line=30) == f"{declined.reason} (line {29 + line})"
+
+
+# --- forms of real candidates --------------------------------------------------------------------
+
+
+def test_a_templated_kernel_gets_one_launcher_per_instantiation():
+    kernel = "#define BLOCK 256\ntemplate <int B, typename T> __global__ void k(T* x, int n) { x[0] = B; }\n"
+    body = "k<BLOCK, float><<<1, BLOCK>>>(x.data_ptr<float>(), 1);\n  k<128, double><<<1, 128>>>(nullptr, 2);"
+    split = _split(TORCH + kernel + _host_function(body))
+    assert split.launched == ["k"]
+    assert f"{LAUNCHER_PREFIX}k_0(1, BLOCK, 0, 0, x.data_ptr<float>(), 1);" in split.host
+    assert f"{LAUNCHER_PREFIX}k_1(1, 128, 0, 0, nullptr, 2);" in split.host
+    assert f"void {LAUNCHER_PREFIX}k_0(dim3 grid, dim3 block, size_t shared, cudaStream_t stream, float* x, int n)" in (
+        split.cuda
+    )
+    assert "k<BLOCK,float><<<grid, block, shared, stream>>>(x, n);" in split.cuda
+    assert "k<128,double><<<grid, block, shared, stream>>>(x, n);" in split.cuda
+
+
+DISPATCH = (
+    "template <typename scalar_t>\n__global__ void k(const scalar_t* __restrict__ x, scalar_t* y, int n) {}\n"
+    + _host_function(
+        'AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "k", ([&] {\n'
+        + "    k<scalar_t><<<1, 32>>>(x.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), 3);\n  }));"
+    )
+)
+
+
+def test_a_launch_inside_a_type_dispatch_gets_a_templated_launcher_instantiated_for_its_types():
+    split = _split(TORCH + DISPATCH)
+    launcher = f"{LAUNCHER_PREFIX}k_0"
+    assert f"{launcher}<scalar_t>(1, 32, 0, 0, x.data_ptr<scalar_t>()" in split.host
+    assert f"template <typename scalar_t> void {launcher}(dim3 grid" in split.host
+    # AT_DISPATCH_FLOATING_TYPES instantiates its lambda for double and float: the CUDA part makes both.
+    for type_name in ("double", "float"):
+        declaration = f"template void {launcher}<{type_name}>(dim3, dim3, size_t, cudaStream_t, const {type_name}*"
+        assert declaration in split.cuda
+
+
+def test_device_only_headers_and_namespaces_stay_in_the_cuda_part():
+    head = (
+        "#include <cuda_fp16.h>\n#include <mma.h>\n#include <cooperative_groups.h>\n"
+        + "#include <cooperative_groups/reduce.h>\n"
+        + '#include "tile.cuh"\nusing namespace nvcuda;\nnamespace cg = cooperative_groups;\n'
+    )
+    split = _split(TORCH + head + "__global__ void k(__half* x) {}\n" + _host_function("k<<<1, 1>>>(nullptr);"))
+    for line in head.splitlines():
+        assert line in split.cuda
+    assert "#include <cuda_fp16.h>" in split.host  # the launcher's parameter type
+    for device_only in ("mma.h", "cooperative_groups", "tile.cuh", "nvcuda", "cg ="):
+        assert device_only not in split.host
+
+
+def test_namespaces_go_where_they_are_used():
+    source = (
+        "namespace cfg { constexpr int kThreads = 64; }\n"
+        + "namespace { __device__ float twice(float v) { return 2 * v; } }\n"
+        + "__global__ void k(float* x) { x[0] = twice(x[0]); }\n"
+        + _host_function("k<<<1, cfg::kThreads>>>(x.data_ptr<float>());")
+    )
+    split = _split(TORCH + source)
+    assert "namespace cfg { constexpr int kThreads = 64; }" in split.host
+    assert "twice" not in split.host and "namespace { __device__ float twice" in split.cuda
+
+
+def test_a_host_global_goes_to_the_host_part_only():
+    source = "static int g_sms = 0;\n__global__ void k() {}\n" + _host_function("g_sms += 1;\n  k<<<g_sms, 1>>>();")
+    split = _split(TORCH + source)
+    assert "static int g_sms = 0;" in split.host and "g_sms" not in split.cuda
+
+
+def test_kernels_the_host_code_names_are_reached_through_address_functions():
+    body = "cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536);\n  k<<<1, 1, 65536>>>();"
+    split = _split(TORCH + "__global__ void k() {}\n" + _host_function(body))
+    assert f"cudaFuncSetAttribute({ADDRESS_PREFIX}k(), cudaFuncAttributeMaxDynamicSharedMemorySize" in split.host
+    assert f"const void* {ADDRESS_PREFIX}k();" in split.host
+    assert f"const void* {ADDRESS_PREFIX}k() {{ return (const void*)k; }}" in split.cuda
+
+
+def test_conditional_groups_of_device_code_keep_their_directives_in_both_parts():
+    source = (
+        "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n__device__ float f(float v) { return v; }\n"
+        + "#else\n__device__ float f(float v) { return -v; }\n#endif\n"
+        + "__global__ void k(float* x) { x[0] = f(x[0]); }\n"
+        + _host_function("k<<<1, 1>>>(x.data_ptr<float>());")
+    )
+    split = _split(TORCH + source)
+    assert "__device__ float f" not in split.host
+    assert split.host.count("#endif") == 1 and split.cuda.count("__device__ float f") == 2
+
+
+def test_a_binding_block_goes_to_the_host_part():
+    binding = 'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n  m.def("run", &run, "run");\n}\n'
+    split = _split(TORCH + "__global__ void k() {}\n" + _host_function("k<<<1, 1>>>();") + binding)
+    assert binding.strip() in split.host and "PYBIND11" not in split.cuda
+
+
+def test_the_cuda_part_of_the_new_forms_compiles_with_nvcc(tmp_path):
+    source = (
+        TORCH
+        + "#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n"
+        + "namespace { __device__ float twice(float v) { return 2 * v; } }\n"
+        + "template <int B> __global__ void t(float* x) { cg::this_thread_block().sync(); x[0] = twice(B); }\n"
+        + DISPATCH
+        + "\n__global__ void a() {}\n"
+        + _host_function(
+            "cudaFuncSetAttribute(a, cudaFuncAttributeMaxDynamicSharedMemorySize, 1024);\n"
+            + "  a<<<1, 1>>>();\n  t<64><<<1, 64>>>(x.data_ptr<float>());"
+        ).replace("run(", "run2(")
+    )
+    result = _nvcc(tmp_path, _split(source).cuda)
+    assert result.returncode == 0, result.stderr

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from profsvc.build.service import BadBuildRequest, BuildCacheIndex, check_arguments
+from profsvc.build.request import BadBuildRequest, check_arguments
+from profsvc.build.service import BuildCacheIndex
 from profsvc.jail.command import JailPlan, bwrap_argv
 from profsvc.scheduler.relay import Relay, move_files
 from profsvc.staticcheck.own_kernels import own_kernel_names
