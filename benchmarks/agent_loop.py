@@ -1,0 +1,298 @@
+"""The agent loop as agents run it: back to back, new sources, several clients; and analyze under load.
+
+    python benchmarks/agent_loop.py --out DIR [--rounds 8] [--clients 8] [--skip NAME ...]
+
+Starts `profsvc serve` (warm workers, as deployed) and drives it with the Python client, with no pause
+between calls. Each pattern is timed from the client's view, per call kind: p50, p90, max (seconds).
+
+- `alternate`: evaluate (no profile) and profile of one source, alternating, `--rounds` pairs.
+- `new_source`: one agent iteration per round with a new source (a comment changed): compile, full
+  evaluate (correctness, timing and profile); the sources are the corpus's (tests/corpus, or the seed).
+- `clients`: `--clients` clients at once, each with its own source: evaluate then profile; the GPU lane's
+  busy share of the wall time (the server's profsvc_gpu_busy_seconds over the run).
+- `analyze`: the seed's report, warm, one at a time (`--rounds` x 3), then 64 clients at once (reports/s).
+- `baseline`: what an agent without profsvc pays per iteration, in the same run: a fresh process doing a
+  KernelBench-style evaluation (import, torch's own load_inline build, 5 trials, 100 timed calls), then a
+  plain `ncu --set full` of the candidate (benchmarks/plain_harness.py).
+
+The GPU patterns need a GPU host with ncu; `analyze` runs anywhere. Writes agent_loop.json and agent_loop.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_fastpath import Server, log  # noqa: E402 (the benchmarks share one server driver)
+
+SEED = ROOT / "tests" / "fixtures" / "seed47.py"
+REPORT = ROOT / "tests" / "fixtures" / "seed47_full.ncu-rep"
+CORPUS = ROOT / "tests" / "corpus"
+PATTERNS = ("alternate", "new_source", "clients", "analyze", "baseline")
+ANALYZE_CLIENTS = 64
+
+
+def summary(samples: list[float]) -> dict[str, float | int]:
+    """p50, p90, max and the count of a list of seconds."""
+    if not samples:
+        return {"n": 0}
+    ordered = sorted(samples)
+    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    return {"n": len(ordered), "p50": statistics.median(ordered), "p90": p90, "max": ordered[-1]}
+
+
+def timed(call: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.monotonic()
+    value = call()
+    return time.monotonic() - start, value
+
+
+def sources(count: int) -> list[Path]:
+    """Candidate files for new-source rounds: the corpus where it is there, else the seed."""
+    corpus = sorted(CORPUS.glob("*.py")) if CORPUS.is_dir() else []
+    chosen = [p for p in corpus if "triton" not in p.name] or [SEED]
+    return [chosen[i % len(chosen)] for i in range(count)]
+
+
+def changed(path: Path, tag: str) -> Any:
+    """The file as a new source: a comment changed, so nothing of it is remembered."""
+    from profsvc_client.models import KernelSource, SourceFile
+
+    text = path.read_bytes() + f"\n# agent iteration {tag}\n".encode()
+    return KernelSource(main=SourceFile(name=path.name, content=text))
+
+
+def bench_alternate(server: Server, rounds: int, results: dict[str, Any]) -> None:
+    from profsvc_client.client import ProfilerClient, load_source
+
+    source = load_source(SEED)
+    evaluates, profiles = [], []
+    with ProfilerClient(server.target, timeout=300) as client:
+        client.compile(source)  # the build is not this pattern's subject
+        for i in range(rounds):
+            seconds, result = timed(lambda: client.evaluate(source, skip_profile=True))
+            evaluates.append(seconds)
+            log(f"alternate {i + 1}/{rounds}: evaluate {seconds:.2f} s correct={result.correctness.ok}")
+            seconds, result = timed(lambda: client.profile(source))
+            profiles.append(seconds)
+            log(f"alternate {i + 1}/{rounds}: profile {seconds:.2f} s ok={result.ok} timings={result.timings}")
+    results["alternate"] = {"evaluate": summary(evaluates), "profile": summary(profiles)}
+    results["samples"]["alternate"] = {"evaluate": evaluates, "profile": profiles}
+
+
+def bench_new_source(server: Server, rounds: int, results: dict[str, Any]) -> None:
+    from profsvc_client.client import ProfilerClient
+
+    iterations, compiles, failed = [], [], 0
+    with ProfilerClient(server.target, timeout=600) as client:
+        for i, path in enumerate(sources(rounds)):
+            source = changed(path, f"{time.time_ns()}-{i}")
+            start = time.monotonic()
+            compiled = client.compile(source)
+            compiles.append(time.monotonic() - start)
+            evaluation = client.evaluate(source)
+            iterations.append(time.monotonic() - start)
+            failed += 0 if evaluation.correctness.ok and evaluation.profile.ok else 1
+            log(
+                f"new source {i + 1}/{rounds} ({path.name}): {iterations[-1]:.2f} s, compile {compiles[-1]:.2f} s, "
+                f"correct={evaluation.correctness.ok} profiled={evaluation.profile.ok} ok={compiled.ok}"
+            )
+    results["new_source"] = {"iteration": summary(iterations), "compile": summary(compiles), "not_ok": failed}
+    results["samples"]["new_source"] = {"iteration": iterations, "compile": compiles}
+
+
+def bench_clients(server: Server, clients: int, results: dict[str, Any]) -> None:
+    from profsvc_client.client import ProfilerClient
+
+    def one(index: int, path: Path) -> tuple[float, float]:
+        source = changed(path, f"client-{index}-{time.time_ns()}")
+        with ProfilerClient(server.target, timeout=900) as client:
+            evaluate_seconds, _ = timed(lambda: client.evaluate(source, skip_profile=True))
+            profile_seconds, _ = timed(lambda: client.profile(source))
+        return evaluate_seconds, profile_seconds
+
+    busy_before, start = server.gpu_busy_seconds(), time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+        answers = list(pool.map(lambda pair: one(*pair), enumerate(sources(clients))))
+    wall = time.monotonic() - start
+    busy = server.gpu_busy_seconds() - busy_before
+    results["clients"] = {
+        "clients": clients,
+        "evaluate": summary([a[0] for a in answers]),
+        "profile": summary([a[1] for a in answers]),
+        "wall_s": wall,
+        "gpu_busy_share_pct": 100 * busy / wall,
+    }
+
+
+def bench_analyze(server: Server, rounds: int, results: dict[str, Any]) -> None:
+    from profsvc_client.client import ProfilerClient
+
+    sequential = []
+    with ProfilerClient(server.target, timeout=300) as client:
+        client.analyze(REPORT)
+        for _ in range(3 * rounds):
+            seconds, _ = timed(lambda: client.analyze(REPORT))
+            sequential.append(seconds)
+
+    def one(_: int) -> float:
+        with ProfilerClient(server.target, timeout=900) as client:
+            return timed(lambda: client.analyze(REPORT))[0]
+
+    start = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(ANALYZE_CLIENTS) as pool:
+        loaded = list(pool.map(one, range(ANALYZE_CLIENTS)))
+    wall = time.monotonic() - start
+    results["analyze"] = {
+        "sequential": summary(sequential),
+        "concurrent": summary(loaded),
+        "clients": ANALYZE_CLIENTS,
+        "reports_per_s": ANALYZE_CLIENTS / wall,
+    }
+    log(
+        f"analyze: p50 {results['analyze']['sequential'].get('p50', 0):.2f} s; "
+        f"{ANALYZE_CLIENTS} clients {results['analyze']['reports_per_s']:.2f} reports/s"
+    )
+
+
+def bench_baseline(work: Path, rounds: int, results: dict[str, Any]) -> None:
+    """A fresh process per iteration, KernelBench-style, then plain ncu: what an agent pays without profsvc."""
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        results["errors"]["baseline"] = "no ncu on this host"
+        return
+    snippet = (
+        "import sys, importlib, time, torch\n"
+        "sys.path.insert(0, sys.argv[1]); m = importlib.import_module(sys.argv[2])\n"
+        "torch.manual_seed(0); ref = m.Model(*m.get_init_inputs()).cuda(); torch.manual_seed(0)\n"
+        "new = m.ModelNew(*m.get_init_inputs()).cuda()\n"
+        "for t in range(5):\n"
+        "    x = [a.cuda() for a in m.get_inputs()]\n"
+        "    assert torch.allclose(new(*x), ref(*x), atol=1e-2, rtol=1e-2)\n"
+        "x = [a.cuda() for a in m.get_inputs()]\n"
+        "for model in (new, ref):\n"
+        "    for _ in range(100):\n"
+        "        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)\n"
+        "        s.record(); model(*x); e.record(); torch.cuda.synchronize()\n"
+    )
+    iterations = []
+    for i in range(rounds):
+        folder = Path(tempfile.mkdtemp(dir=work))
+        target = folder / "candidate.py"
+        target.write_text(SEED.read_text() + f"\n# iteration {i}\n")
+        env = {"TORCH_EXTENSIONS_DIR": str(folder / "ext")}
+        start = time.monotonic()
+        subprocess.run([sys.executable, "-c", snippet, str(folder), "candidate"], check=True, env={**_env(), **env})
+        plain = [ncu, "--set", "full", "--nvtx", "--nvtx-include", "profsvc/", "-f", "-o", str(folder / "r")]
+        subprocess.run(
+            [*plain, sys.executable, str(ROOT / "benchmarks" / "plain_harness.py"), str(target)],
+            check=True,
+            env={**_env(), **env},
+            stdout=subprocess.DEVNULL,
+        )
+        iterations.append(time.monotonic() - start)
+        log(f"baseline {i + 1}/{rounds}: {iterations[-1]:.1f} s")
+    results["baseline"] = {"iteration": summary(iterations)}
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return dict(os.environ)
+
+
+def table(results: dict[str, Any]) -> str:
+    """The Markdown table of the run."""
+
+    def row(pattern: str, kind: str, stats: dict[str, Any] | None, target: str) -> str:
+        if not stats or not stats.get("n"):
+            return f"| {pattern} | {kind} | not run | | | | {target} |"
+        return (
+            f"| {pattern} | {kind} | {stats['n']} | {stats['p50']:.2f} s | {stats['p90']:.2f} s | "
+            f"{stats['max']:.2f} s | {target} |"
+        )
+
+    lines = ["| pattern | call | n | p50 | p90 | max | target |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    alternate, new_source = results.get("alternate", {}), results.get("new_source", {})
+    clients, analyze = results.get("clients", {}), results.get("analyze", {})
+    lines.append(row("alternate", "evaluate (no profile)", alternate.get("evaluate"), "p50 <= 1.0 s, p90 <= 1.5 p50"))
+    lines.append(row("alternate", "profile", alternate.get("profile"), "p50 <= 2.0 s, p90 <= 1.5 p50"))
+    lines.append(row("new source", "compile + evaluate + profile", new_source.get("iteration"), "p50 <= 8 s"))
+    lines.append(row("baseline", "fresh process + plain ncu", results.get("baseline", {}).get("iteration"), ""))
+    lines.append(row("clients", "evaluate", clients.get("evaluate"), ""))
+    lines.append(row("clients", "profile", clients.get("profile"), ""))
+    lines.append(row("analyze", "one at a time, warm", analyze.get("sequential"), "p50 <= 0.3 s"))
+    lines.append(row("analyze", f"{analyze.get('clients', 0)} clients", analyze.get("concurrent"), ""))
+    if clients:
+        lines.append(
+            f"\nGPU lane busy {clients['gpu_busy_share_pct']:.0f} % of {clients['wall_s']:.1f} s "
+            f"with {clients['clients']} clients (target >= 90 %)."
+        )
+    if analyze:
+        lines.append(
+            f"Analyze under {analyze['clients']} clients: {analyze['reports_per_s']:.2f} reports/s (target >= 5)."
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--skip", action="append", default=[], choices=PATTERNS)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="agent-loop-"))
+    results: dict[str, Any] = {
+        "samples": {},
+        "errors": {},
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    server = Server(work, "served", warm=True)
+    try:
+        if not server.wait_ready(("compile",), timeout=240):
+            raise SystemExit("the server did not come up: see " + str(work / "served.log"))
+        steps = {
+            "alternate": lambda: bench_alternate(server, args.rounds, results),
+            "new_source": lambda: bench_new_source(server, max(3, args.rounds // 2), results),
+            "clients": lambda: bench_clients(server, args.clients, results),
+            "analyze": lambda: bench_analyze(server, args.rounds, results),
+        }
+        for name, step in steps.items():
+            if name in args.skip:
+                continue
+            try:
+                step()
+            except Exception as error:  # one pattern's failure is recorded; the others still run
+                results["errors"][name] = f"{type(error).__name__}: {error}"
+                log(f"{name} failed: {error}")
+    finally:
+        server.stop()
+        shutil.copy(work / "served.log", args.out / "server.log")
+    if "baseline" not in args.skip:
+        try:
+            bench_baseline(work, max(2, args.rounds // 4), results)
+        except Exception as error:  # recorded, as above
+            results["errors"]["baseline"] = f"{type(error).__name__}: {error}"
+    (args.out / "agent_loop.json").write_text(json.dumps(results, indent=2))
+    (args.out / "agent_loop.md").write_text(table(results) + "\n")
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
