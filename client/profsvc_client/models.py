@@ -242,6 +242,14 @@ class Hint(_Model):
     docs: str = ""
 
 
+class NvtxRanges(_Model):
+    """The NVTX ranges of one domain that a launch ran under ("" is the default domain)."""
+
+    domain: str = ""
+    push_pop: list[str] = Field(default_factory=list)
+    start_end: list[str] = Field(default_factory=list)
+
+
 class KernelResult(_Model):
     """Everything measured for one profiled kernel launch."""
 
@@ -258,6 +266,7 @@ class KernelResult(_Model):
     hotspots: list[SourceHotspot] = Field(default_factory=list)
     occupancy_limiter: str = ""
     hints: list[Hint] = Field(default_factory=list)
+    nvtx: list[NvtxRanges] = Field(default_factory=list)
 
     def value(self, figure: str) -> float | None:
         """The value of a catalog figure, None when absent."""

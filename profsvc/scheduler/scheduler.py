@@ -30,7 +30,7 @@ from profsvc.jail import Jail, close_jail
 from profsvc.kinds import Built, KindContext, RunTarget, kind_named
 from profsvc.metrics.analysis import ReportAnalysis
 from profsvc.metrics.catalog import load_catalog
-from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE
+from profsvc.metrics.nvtx import MEASURED_INCLUDE, WARMUP_INCLUDE
 from profsvc.ncu.command import (
     NcuOptions,
     ncu_command,
@@ -64,7 +64,6 @@ from profsvc_client.models import (
     Target,
 )
 
-HARNESS_RANGE = "profsvc"
 HARNESS_MODULE = "profsvc.worker.harness"
 ANALYZE_MODULE = "profsvc.worker.analyze_report"
 BUILDER_MODULE = "profsvc.worker.builder"
@@ -473,7 +472,7 @@ class Scheduler:
 
     def _default_ncu_options(self, report: Path) -> NcuOptions:
         """What a Python problem's Profile collects when the request names no metric set and no filter."""
-        return self._ncu_options(ProfileSpec(source=_ANY_PYTHON_PROBLEM), report, [f"{HARNESS_RANGE}/"])
+        return self._ncu_options(ProfileSpec(source=_ANY_PYTHON_PROBLEM), report, [MEASURED_INCLUDE])
 
     def _warm_ncu_options(self, report: Path) -> NcuOptions:
         """The default options plus the warm worker's own kernel, profiled in its warm-up range before the job
@@ -483,7 +482,7 @@ class Scheduler:
             return options
         return dataclasses.replace(
             options,
-            nvtx_include=[*options.nvtx_include, f"{PROFILER_WARMUP_RANGE}/"],
+            nvtx_include=[*options.nvtx_include, WARMUP_INCLUDE],
             launch_count=options.launch_count + 1,
         )
 
