@@ -27,7 +27,7 @@ from profsvc.build.service import BuildCacheIndex, BuildService
 from profsvc.config import ServerConfig
 from profsvc.host import HostInfo
 from profsvc.jail import Jail, close_jail
-from profsvc.kinds import Built, KindContext, RunTarget, kind_named
+from profsvc.kinds import PROGRAM_TARGET, Built, KindContext, RunTarget, kind_named
 from profsvc.metrics.analysis import ReportAnalysis
 from profsvc.metrics.catalog import load_catalog
 from profsvc.metrics.nvtx import MEASURED_INCLUDE, WARMUP_INCLUDE
@@ -44,6 +44,7 @@ from profsvc.scheduler.artifacts import Workspaces
 from profsvc.scheduler.cells import Cells
 from profsvc.scheduler.compiled import CompiledSources
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
+from profsvc.scheduler.program_outcome import program_failure
 from profsvc.scheduler.relay import Relay
 from profsvc.scheduler.sessions import SessionKey, SessionStore
 from profsvc.scheduler.standby import StandbyPool, StandbySpec
@@ -575,6 +576,7 @@ class Scheduler:
                 seconds=outcome.seconds,
             )
             locations = dict(target.locations)
+            status: HarnessStatus | None = None
             if target.status_name:
                 status = HarnessStatus.read(
                     job.workspace / target.status_name,
@@ -586,8 +588,17 @@ class Scheduler:
                 # Extensions built lazily during the run: their lines too.
                 locations.update(source_map(status.builds, source.main_name))
                 result.warnings.extend(status.warnings)
-                if not status.ok:
+                if not status.ok and target.target != PROGRAM_TARGET:
                     result.error = job_error(status)
+                    return self._finish(result)
+            if target.target == PROGRAM_TARGET:
+                # Told in the program's terms, with its last lines of output.
+                default_selection = not spec.kernel_filter.nvtx_include
+                program_error = program_failure(
+                    source.main_name, outcome, status, options, default_selection=default_selection
+                )
+                if program_error is not None:
+                    result.error = program_error
                     return self._finish(result)
             failure = self._ncu_failure(outcome)
             if failure is not None or outcome.report is None:
