@@ -140,3 +140,23 @@ def test_the_innermost_range_prefers_the_users_domains_to_profsvcs():
     assert innermost_range(stacks[:1]) == "profsvc@profsvc"
     assert innermost_range([NvtxRanges(domain="train", start_end=["epoch"])]) == "train@epoch"
     assert innermost_range([]) == ""
+
+
+# Captured on a GPU by `tools/gpu_suite.sh inputs` (its nvtx_domains/report.ncu-rep), committed here.
+DOMAINS_REPORT = FIXTURES / "programs" / "nvtx_domains.ncu-rep"
+
+
+@pytest.mark.skipif(not DOMAINS_REPORT.is_file(), reason="capture it with tools/gpu_suite.sh inputs, then commit it")
+def test_the_range_stacks_of_a_program_with_two_domains():
+    # From the program's source: a matmul in alpha@stage, a softmax in beta@stage (through a decorator), and a
+    # cumsum in a default-domain range named "profsvc"; the warm-up outside every range is not in the report.
+    source = (EXAMPLES / "programs" / "nvtx_domains.py").read_text()
+    assert 'annotate("stage", domain="alpha")' in source and 'range_push("profsvc")' in source
+    kernels = analyze_report(DOMAINS_REPORT).kernels
+    where = {k.name: (k.nvtx[0].domain, k.nvtx[0].push_pop) for k in kernels}
+    assert all(len(k.nvtx) == 1 for k in kernels)
+    assert set(where.values()) == {("alpha", ["stage"]), ("beta", ["stage"]), ("", ["profsvc"])}
+    assert all(("softmax" in n.lower()) == (w == ("beta", ["stage"])) for n, w in where.items())
+    assert all(("scan" in n.lower()) == (w == ("", ["profsvc"])) for n, w in where.items())
+    # None of them is taken for the harness's: the analysis keeps every one.
+    assert [k.launch_index for k in kernels] == list(range(len(kernels)))
