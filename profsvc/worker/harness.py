@@ -101,7 +101,6 @@ def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecord
         recorder=recorder,
         channel=ControlChannel.from_environment(),
     )
-    import nvtx
     import torch
 
     # The shape-jitter helper problem files use as `popcorn_pri` (or `profsvc_shapes`).
@@ -135,6 +134,8 @@ def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecord
         status["ok"] = True
         return
     status["stage"] = "running"
+    import nvtx
+
     torch.manual_seed(seed)
     with torch.no_grad():
         chosen = problem.model_new if args.target == "candidate" else problem.model
