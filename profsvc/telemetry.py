@@ -17,6 +17,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 # The id of the RPC being served, for log lines and error details.
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
+# The stage seconds of the job being served, for its result's `timings` (None outside a job).
+JOB_TIMINGS: contextvars.ContextVar[dict[str, float] | None] = contextvars.ContextVar("job_timings", default=None)
 STAGE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
 
 
@@ -50,8 +52,28 @@ class Telemetry:
             self.observe(name, time.monotonic() - start)
 
     def observe(self, stage: str, seconds: float) -> None:
-        """Record a stage timed elsewhere (a worker's phase)."""
+        """Record a stage timed elsewhere (a worker's phase); also in the current job's timings."""
         self.stage_seconds.labels(stage=stage).observe(seconds)
+        timings = JOB_TIMINGS.get()
+        if timings is not None:
+            timings[stage] = timings.get(stage, 0.0) + seconds
+
+
+@contextmanager
+def collect_timings() -> Iterator[dict[str, float]]:
+    """The current call's stage seconds (a new record where none is being kept; its `total` when it ends)."""
+    current = JOB_TIMINGS.get()
+    if current is not None:
+        yield current
+        return
+    timings: dict[str, float] = {}
+    token = JOB_TIMINGS.set(timings)
+    start = time.monotonic()
+    try:
+        yield timings
+    finally:
+        timings["total"] = time.monotonic() - start
+        JOB_TIMINGS.reset(token)
 
 
 class JsonFormatter(logging.Formatter):

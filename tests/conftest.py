@@ -8,21 +8,37 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from profsvc.config import ServerConfig
+from profsvc.metrics.analysis import ReportAnalysis, analyze_report
 from profsvc.server.app import EmbeddedServer
 from profsvc_client.client import ProfilerClient
+from profsvc_client.models import KernelResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
-REPORTS = sorted(FIXTURES.glob("*.ncu-rep"))
+# Every committed report, archetypes and the primed worker's included: the parity tests cover each.
+REPORTS = sorted(FIXTURES.rglob("*.ncu-rep"))
 HAS_GPU = shutil.which("nvidia-smi") is not None
+
+
+@pytest.fixture(scope="session")
+def nvcc() -> str:
+    """nvcc, which every test machine has (CUDA 13.0): a test that builds CUDA fails where it is missing."""
+    found = shutil.which("nvcc")
+    assert found, "nvcc (the CUDA 13.0 toolkit) is not on PATH: the CUDA build tests need it"
+    return found
+
+
+# For tests that reach nvcc through the server rather than by path.
+needs_nvcc = pytest.mark.usefixtures("nvcc")
 
 
 def free_port() -> int:
@@ -44,6 +60,17 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def client(server: str) -> Iterator[ProfilerClient]:
     with ProfilerClient(server, timeout=300) as c:
         yield c
+
+
+def wait_until(condition: Callable[[], object], what: str, timeout: float = 120.0) -> None:
+    """Block until `condition()` is true: an event a test waits for (a file a job wrote, a server's log line).
+
+    The timeout only bounds a failure; nothing here orders events by time.
+    """
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout:g} s: {what}"
+        time.sleep(0.05)
 
 
 def wait_healthy(target: str, timeout: float = 60.0, metadata: tuple[tuple[str, str], ...] = ()) -> None:
@@ -110,6 +137,41 @@ def reader() -> ModuleType:
     return load_reader()
 
 
+def report_id(report: Path) -> str:
+    """A report's name for test ids: its path under tests/fixtures."""
+    return report.relative_to(FIXTURES).as_posix()
+
+
 def first_action(reader: ModuleType, report: Path):
     """The first profiled launch of a report."""
     return reader.load_report(str(report)).range_by_idx(0).action_by_idx(0)
+
+
+def analysis_of(report: Path) -> ReportAnalysis:
+    """profsvc's analysis of a committed report, made once per test session."""
+    if report not in _ANALYSES:
+        _ANALYSES[report] = analyze_report(report)
+    return _ANALYSES[report]
+
+
+_ANALYSES: dict[Path, ReportAnalysis] = {}
+
+
+def kernel_actions(reader: ModuleType, report: Path) -> list[tuple[KernelResult, Any]]:
+    """Each launch profsvc reports with ncu_report's action of the same launch, paired by name in launch order.
+
+    A primed worker's report also holds the worker's own warm-up launch, which profsvc leaves out where it ran
+    in profsvc's own NVTX domain.
+    """
+    context = reader.load_report(str(report))
+    actions = [
+        context.range_by_idx(r).action_by_idx(a)
+        for r in range(context.num_ranges())
+        for a in range(context.range_by_idx(r).num_actions())
+    ]
+    pairs = []
+    for kernel in analysis_of(report).kernels:
+        same_name = [a for a in actions if a.name() == kernel.name]
+        earlier = sum(k.name == kernel.name for k, _ in pairs)
+        pairs.append((kernel, same_name[earlier]))
+    return pairs

@@ -2,7 +2,7 @@
 
 Run `python tools/gen_protos.py` after editing a .proto; `--check` exits 1 when
 the committed stubs differ from what the .proto files generate (CI runs it
-through tests/unit/test_protos_current.py).
+through tests/unit/test_wire.py).
 
 protoc writes `from profsvc.v1 import profiler_pb2`, which would resolve to the
 server package `profsvc`; the stubs live in the client package, so that import

@@ -2,7 +2,7 @@
 # The Dask cluster's GPU run on a GPU host that can download nothing: install the carried wheels (.whl/: the
 # project's and the cluster's, README "Clusters"), then run tests/gpu/test_cluster_gpu.py (20 distinct problems
 # through one `profsvc serve`, then through a one-GPU local Dask cluster; with two GPUs, one against two).
-# Logs and cluster-throughput.json under $OUT (or ./gpu-out), packed as cluster-run.tgz. Fits a 10-minute call.
+# Logs and cluster-throughput.json under $OUT (or ./gpu-out), packed as cluster-run.tgz. A few minutes on an H200.
 # Usage: tools/gpu_cluster.sh [pytest args]
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -26,8 +26,10 @@ def _cell(kernel: KernelResult, figure: str) -> str:
 def _kernel_section(kernel: KernelResult) -> list[str]:
     lines = [f"### `{kernel.name}` (grid {kernel.grid.x}x{kernel.grid.y}x{kernel.grid.z}, block {kernel.block.x})", ""]
     if kernel.roofline.bound:
-        roof = f" at {kernel.roofline.roof_pct:.1f} % of the roof" if kernel.roofline.roof_pct is not None else ""
-        lines += [f"Roofline: **{kernel.roofline.bound}-bound**{roof} ({kernel.roofline.precision}).", ""]
+        roofline = kernel.roofline
+        roof = f", {roofline.roof_pct:.1f} % of the DRAM roof" if roofline.roof_pct is not None else ""
+        precision = f" ({roofline.precision})" if roofline.precision else ""
+        lines += [f"Roofline: **{roofline.bound_label}**{roof}{precision}.", ""]
     if kernel.hints:
         lines.append("**Hints** (estimated runtime reduction):")
         lines.append("")

@@ -138,6 +138,8 @@ class CompileResult(_Model):
     log: str = ""
     seconds: float = 0.0
     units: list[BuiltUnit] = Field(default_factory=list)
+    # Seconds by stage: where the call's time went.
+    timings: dict[str, float] = Field(default_factory=dict)
 
 
 class Progress(_Model):
@@ -189,8 +191,18 @@ class NcuRuleResult(_Model):
     speedup_type: str = ""
 
 
+# Each `Roofline.bound` in words, and the unit whose throughput `bound_pct` is.
+BOUND_LABELS = {
+    "compute": ("compute-bound", "SM"),
+    "dram": ("DRAM-bound", "DRAM"),
+    "l2": ("on-chip-memory-bound", "L2"),
+    "l1": ("on-chip-memory-bound", "L1/shared memory"),
+    "latency": ("latency-bound", "the busiest unit"),
+}
+
+
 class Roofline(_Model):
-    """Roofline placement of a kernel for one precision."""
+    """Roofline placement of a kernel for one precision, and what bounds it."""
 
     precision: str = ""
     achieved_flop_per_s: float | None = None
@@ -203,6 +215,16 @@ class Roofline(_Model):
     roof_pct: float | None = None
     l2_arithmetic_intensity: float | None = None
     l1_arithmetic_intensity: float | None = None
+    bound_pct: float | None = None
+    note: str = ""
+
+    @property
+    def bound_label(self) -> str:
+        """The bound in words with its unit's throughput ("on-chip-memory-bound (L2 at 87.9 % of peak)")."""
+        if not self.bound:
+            return ""
+        label, unit = BOUND_LABELS.get(self.bound, (f"{self.bound}-bound", self.bound))
+        return label if self.bound_pct is None else f"{label} ({unit} at {self.bound_pct:.1f} % of peak)"
 
 
 class SourceHotspot(_Model):
@@ -250,6 +272,14 @@ class NvtxRanges(_Model):
     start_end: list[str] = Field(default_factory=list)
 
 
+class Inconsistency(_Model):
+    """Figures of one kernel that contradict each other: hints that read them are not drawn."""
+
+    check: str = ""
+    message: str = ""
+    figures: list[str] = Field(default_factory=list)
+
+
 class KernelResult(_Model):
     """Everything measured for one profiled kernel launch."""
 
@@ -266,6 +296,7 @@ class KernelResult(_Model):
     hotspots: list[SourceHotspot] = Field(default_factory=list)
     occupancy_limiter: str = ""
     hints: list[Hint] = Field(default_factory=list)
+    inconsistencies: list[Inconsistency] = Field(default_factory=list)
     nvtx: list[NvtxRanges] = Field(default_factory=list)
 
     def value(self, figure: str) -> float | None:
@@ -356,6 +387,8 @@ class ProfileResult(_Model):
     delta: list[DeltaRow] = Field(default_factory=list)
     session_id: str = ""
     target: str = ""
+    # Seconds by stage: where the call's time went.
+    timings: dict[str, float] = Field(default_factory=dict)
 
 
 class StaticFinding(_Model):
@@ -425,6 +458,8 @@ class CorrectnessResult(_Model):
     message: str = ""
     error: JobError = Field(default_factory=JobError)
     compile: CompileResult = Field(default_factory=CompileResult)
+    # Seconds by stage: where the call's time went.
+    timings: dict[str, float] = Field(default_factory=dict)
 
 
 class TimingStats(_Model):
@@ -478,6 +513,8 @@ class BenchmarkResult(_Model):
     compile: CompileResult = Field(default_factory=CompileResult)
     # The flags only gaming explains: any of them fails an evaluation.
     decisive_flags: list[str] = Field(default_factory=list)
+    # Seconds by stage: where the call's time went.
+    timings: dict[str, float] = Field(default_factory=dict)
 
 
 class EvaluateResult(_Model):
@@ -491,3 +528,5 @@ class EvaluateResult(_Model):
     sol_pct: float | None = None
     sol_definition: str = ""
     report_text: str = ""
+    # Seconds by stage: where the call's time went.
+    timings: dict[str, float] = Field(default_factory=dict)

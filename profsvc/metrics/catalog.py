@@ -5,19 +5,24 @@ metric names with fallbacks, or a formula over named inputs), its unit, which
 direction is better, and what it means. The extractor, the text report and the
 delta view all read this one table.
 
-Two kinds of entry:
+Three kinds of entry:
 - `[[figure]]` (`Figure`): a scalar ncu metric, or a formula over scalar ones;
 - `[[breakdown]]` (`Breakdown`): the sum of selected instances of an instanced
   metric, for quantities ncu stores only per instance (tensor instructions per
-  SASS opcode).
+  SASS opcode);
+- `[[sass_count]]` (`SassCount`): executions of the SASS instructions that match
+  a pattern (opcode, and which source operands read the zero register), added up
+  per PC from the source counters: what ncu's opcode counters cannot tell apart,
+  such as a half-precision FMA that does math from one nvcc uses to move a constant.
 """
 
 from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Sequence
 from functools import cached_property, lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -105,13 +110,65 @@ class Breakdown(_Entry):
     instances: frozenset[str] = Field(min_length=1)
 
 
+class SassMatch(BaseModel):
+    """Which SASS instructions a sass_count adds, and what each execution counts for.
+
+    `opcode` is the base opcode ("HFMA2" matches HFMA2, HFMA2.MMA, HFMA2.BF16_V2, ...);
+    `modifier`, when given, must be one of the instruction's modifiers. With
+    `zero_sources` (1-based positions among the source operands, the destination
+    excluded), `zero = "any"` matches when one of them is the zero register RZ
+    (negated or not) and `zero = "none"` when none is.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    opcode: str = Field(pattern=r"^[A-Z][A-Z0-9_]*$")
+    modifier: str = ""
+    zero_sources: tuple[int, ...] = ()
+    zero: Literal["any", "none"] = "any"
+    weight: float = Field(default=1.0, gt=0)
+
+    @field_validator("zero_sources")
+    @classmethod
+    def _positions(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if any(position < 1 for position in value):
+            raise ValueError("zero_sources are 1-based source operand positions")
+        return value
+
+    def matches(self, opcode: str, modifiers: Sequence[str], sources: Sequence[str]) -> bool:
+        """Whether one instruction (base opcode, its modifiers, its source operands) is counted."""
+        if opcode != self.opcode or (self.modifier and self.modifier not in modifiers):
+            return False
+        if not self.zero_sources:
+            return True
+        zeros = [p <= len(sources) and is_zero_register(sources[p - 1]) for p in self.zero_sources]
+        return any(zeros) if self.zero == "any" else not any(zeros)
+
+
+def is_zero_register(operand: str) -> bool:
+    """RZ as a SASS source operand, with or without negation, absolute value or a half selector (-RZ, RZ.H0_H0)."""
+    return operand.strip().lstrip("-!|~").rstrip("|").split(".")[0] == "RZ"
+
+
+class SassCount(_Entry):
+    """One catalog entry counted over the kernel's SASS: sum of weight x executions of the matching instructions.
+
+    `count` says which executions: "thread" (predicated-on thread instructions,
+    ncu's per-PC `thread_inst_executed_true`) or "warp" (`inst_executed`).
+    """
+
+    count: Literal["thread", "warp"]
+    match: tuple[SassMatch, ...] = Field(min_length=1)
+
+
 class Catalog(BaseModel):
-    """All entries, in the catalog file's order: scalar figures, then breakdowns."""
+    """All entries, in the catalog file's order: scalar figures, then breakdowns, then SASS counts."""
 
     model_config = ConfigDict(frozen=True)
 
     figures: tuple[Figure, ...]
     breakdowns: tuple[Breakdown, ...] = ()
+    sass_counts: tuple[SassCount, ...] = ()
 
     @cached_property
     def by_name(self) -> dict[str, Figure]:
@@ -119,18 +176,21 @@ class Catalog(BaseModel):
         return {f.name: f for f in self.figures}
 
     @cached_property
-    def entries(self) -> dict[str, Figure | Breakdown]:
-        """Every entry, scalar figures and breakdowns, keyed by name in catalog order."""
-        return {**self.by_name, **{b.name: b for b in self.breakdowns}}
+    def entries(self) -> dict[str, Figure | Breakdown | SassCount]:
+        """Every entry, scalar figures, breakdowns and SASS counts, keyed by name in catalog order."""
+        return {**self.by_name, **{b.name: b for b in self.breakdowns}, **{c.name: c for c in self.sass_counts}}
 
-    def __getitem__(self, name: str) -> Figure | Breakdown:
+    def __getitem__(self, name: str) -> Figure | Breakdown | SassCount:
         return self.entries[name]
 
     def __contains__(self, name: object) -> bool:
         return name in self.entries
 
     def metric_names(self) -> list[str]:
-        """Every ncu metric any entry may read, without duplicates, in catalog order."""
+        """Every ncu metric any entry may read, without duplicates, in catalog order.
+
+        SASS counts read the per-PC source counters, which only ncu's SourceCounters section collects.
+        """
         names = [n for f in self.figures for n in f.metric_names()]
         names.extend(n for b in self.breakdowns for n in b.metric)
         return list(dict.fromkeys(names))
@@ -161,7 +221,8 @@ def parse_catalog(data: dict[str, Any]) -> Catalog:
     seen: set[str] = set()
     figures = _entries(data, "figure", Figure, seen)
     breakdowns = _entries(data, "breakdown", Breakdown, seen)
-    return Catalog(figures=tuple(figures), breakdowns=tuple(breakdowns))
+    sass_counts = _entries(data, "sass_count", SassCount, seen)
+    return Catalog(figures=tuple(figures), breakdowns=tuple(breakdowns), sass_counts=tuple(sass_counts))
 
 
 @lru_cache(maxsize=1)

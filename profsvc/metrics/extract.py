@@ -4,7 +4,7 @@ Every figure is read from ncu_report: a catalog figure either is one ncu
 metric's value, unchanged, or a catalog formula over ncu values, and a
 breakdown the sum of named instances of one instanced metric. The roofline
 placement and the occupancy limiter are derived from those figures, the
-hotspots from the per-PC metrics. Nothing is estimated here. `action` and
+hotspots and the SASS counts from the per-PC metrics. Nothing is estimated here. `action` and
 `context` are ncu_report's IAction and IContext.
 """
 
@@ -18,6 +18,7 @@ from profsvc.metrics.catalog import Breakdown, Catalog, Figure
 from profsvc.metrics.hotspots import source_hotspots
 from profsvc.metrics.nvtx import PROFSVC_DOMAIN, domain_ranges
 from profsvc.metrics.roofline import RooflineParams, load_roofline_params, roofline
+from profsvc.metrics.sass import kernel_sass, sass_count_value
 from profsvc_client.models import (
     DeviceInfo,
     Dim3,
@@ -95,9 +96,12 @@ def breakdown_value(action: Any, breakdown: Breakdown) -> float | None:
 
 
 def figures(action: Any, catalog: Catalog) -> dict[str, FigureValue]:
-    """Every catalog entry for an action (scalar figures, then breakdowns), with its unit."""
+    """Every catalog entry for an action (scalar figures, breakdowns, then SASS counts), with its unit."""
     values = {f.name: FigureValue(value=figure_value(action, f), unit=f.unit) for f in catalog.figures}
     values.update({b.name: FigureValue(value=breakdown_value(action, b), unit=b.unit) for b in catalog.breakdowns})
+    if catalog.sass_counts:
+        sass = kernel_sass(action)
+        values.update({c.name: FigureValue(value=sass_count_value(sass, c), unit=c.unit) for c in catalog.sass_counts})
     return values
 
 

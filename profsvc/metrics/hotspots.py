@@ -105,7 +105,7 @@ def aggregate_hotspots(
     return hotspots
 
 
-def _instances(action: Any, name: str) -> dict[int, float] | None:
+def per_pc(action: Any, name: str) -> dict[int, float] | None:
     """An instanced metric as {correlation id: value}; None when the report lacks it."""
     metric = action.metric_by_name(name)
     if metric is None:
@@ -129,15 +129,15 @@ def _global_memory(
 
 def pc_counters(action: Any) -> dict[int, PcCounters]:
     """Every PC with samples or executed instructions, with what ncu measured there."""
-    samples = _instances(action, SAMPLES_METRIC) or {}
+    samples = per_pc(action, SAMPLES_METRIC) or {}
     stalls: dict[str, dict[int, float]] = {}
     for name in action.metric_names():
         match = _STALL_METRIC.match(name)
         if match and not name.endswith("_not_issued"):
-            stalls[match.group(1)] = _instances(action, name) or {}
-    executed = _instances(action, EXECUTED_METRIC)
-    sectors = _instances(action, SECTORS_METRIC)
-    ideal = _instances(action, IDEAL_SECTORS_METRIC)
+            stalls[match.group(1)] = per_pc(action, name) or {}
+    executed = per_pc(action, EXECUTED_METRIC)
+    sectors = per_pc(action, SECTORS_METRIC)
+    ideal = per_pc(action, IDEAL_SECTORS_METRIC)
     counters = {}
     for pc in samples.keys() | (executed or {}).keys():
         global_instructions, excess_sectors = _global_memory(pc, executed, sectors, ideal)
@@ -179,7 +179,7 @@ def source_hotspots(action: Any, top: int = TOP_HOTSPOTS) -> list[SourceHotspot]
 
 def lacks_line_info(action: Any) -> bool:
     """True when ncu sampled PCs but none maps to a source line: the kernel was built without -lineinfo."""
-    samples = _instances(action, SAMPLES_METRIC)
+    samples = per_pc(action, SAMPLES_METRIC)
     return bool(samples) and all(_locate(action, pc) is None for pc in samples)
 
 

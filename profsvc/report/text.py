@@ -27,7 +27,16 @@ COMPACT_LINES = (
             ("store wavefronts", "shared_store_wavefronts"),
         ),
     ),
-    ("Local memory", (("traffic", "local_memory_bytes"), ("spill instructions", "spill_instructions"))),
+    (
+        "Local memory",
+        (
+            ("traffic", "local_memory_bytes"),
+            ("share of L1 traffic", "local_traffic_pct"),
+            ("loads", "local_load_instructions"),
+            ("stores", "local_store_instructions"),
+            ("of them spills", "spill_instructions"),
+        ),
+    ),
     (
         "Instructions",
         (
@@ -46,7 +55,9 @@ COMPACT_LINES = (
             ("FP32", "fp32_flop"),
             ("FP32 not fused", "fp32_nonfused_pct"),
             ("FP64", "fp64_flop"),
-            ("FP16", "fp16_flop"),
+            ("FP16 (ncu's count)", "fp16_flop"),
+            ("of it arithmetic", "fp16_math_flop"),
+            ("compiler idioms", "fp16_idiom_flop"),
             ("tensor", "tensor_flop"),
         ),
     ),
@@ -56,7 +67,8 @@ COMPACT_LINES = (
             ("FMA", "pipe_fma_pct"),
             ("ALU", "pipe_alu_pct"),
             ("FP64", "pipe_fp64_pct"),
-            ("tensor", "pipe_tensor_pct"),
+            ("tensor MMA", "pipe_tensor_mma_pct"),
+            ("tensor incl. HFMA2.MMA moves", "pipe_tensor_pct"),
             ("LSU", "pipe_lsu_pct"),
         ),
     ),
@@ -107,14 +119,15 @@ def compact_line(kernel: KernelResult, title: str, items: tuple[tuple[str, str],
 
 
 def roofline_line(roofline: Roofline) -> str | None:
-    """The kernel's roofline placement on one line; None without a roofline."""
+    """The kernel's roofline placement and its bound on one line; None without a roofline."""
     if not roofline.precision:
-        return None
-    bound = f"{roofline.bound}-bound" if roofline.bound else "bound unknown"
+        return f"Roofline: no FLOP counts; {roofline.bound_label}" if roofline.bound else None
+    bound = roofline.bound_label or "bound unknown"
     peak_dram = format_value(roofline.peak_dram_byte_per_s, "byte/s")
     dram = f"DRAM {format_value(roofline.dram_byte_per_s, 'byte/s')} of {peak_dram} peak"
+    note = f" ({roofline.note})" if roofline.note else ""
     if roofline.precision == "none":
-        return f"Roofline: no floating-point work; {dram}; {bound}"
+        return f"Roofline: no floating-point work{note}; {dram}; {bound}"
     levels = ", ".join(
         f"{level} {_number(value)}"
         for level, value in (("L2", roofline.l2_arithmetic_intensity), ("L1", roofline.l1_arithmetic_intensity))
@@ -122,12 +135,11 @@ def roofline_line(roofline: Roofline) -> str | None:
     )
     intensity, ridge = _number(roofline.arithmetic_intensity), _number(roofline.ridge_point)
     achieved, peak = (format_value(v, "flop/s") for v in (roofline.achieved_flop_per_s, roofline.peak_flop_per_s))
-    flops = f"{achieved} of {peak} peak"
-    of_roof = "" if roofline.roof_pct is None else f" at {roofline.roof_pct:.1f} % of the roof"
+    of_roof = "" if roofline.roof_pct is None else f", {roofline.roof_pct:.1f} % of the DRAM roof"
     return (
         f"Roofline ({roofline.precision}): {intensity} FLOP/byte from DRAM"
         + (f" ({levels})" if levels else "")
-        + f", ridge {ridge}; {flops}; {dram}; {bound}{of_roof}"
+        + f", ridge {ridge}; {achieved} of {peak} peak{of_roof}; {dram}; {bound}{note}"
     )
 
 
@@ -198,6 +210,7 @@ def render_kernel(kernel: KernelResult, catalog: Catalog) -> list[str]:
             bar = "#" * max(1, round(stall.share_pct / 100 * BAR_WIDTH))
             lines.append(f"{stall.reason:<20} {stall.share_pct:5.1f} %  {stall.cycles_per_issue:6.2f} cycles  {bar}")
     lines.extend(hotspot_lines(kernel))
+    lines.extend(f"note: figures disagree ({i.check}): {i.message}" for i in kernel.inconsistencies)
     lines.extend(hint_lines(kernel))
     return lines
 
@@ -246,16 +259,34 @@ def share_table(aggregate: Aggregate) -> list[str]:
     return lines
 
 
-def render_text(result: ProfileResult, catalog: Catalog | None = None) -> str:
-    """The whole report for a result."""
-    catalog = catalog or load_catalog()
-    lines = ["=== profsvc kernel profile ==="]
+def timings_line(timings: dict[str, float]) -> str:
+    """Where a call's time went, in one line: its total, then each stage (not the worker's phases inside)."""
+    shown = [(name, seconds) for name, seconds in timings.items() if ":" not in name and name != "total"]
+    stages = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in shown)
+    total = f"total {timings['total']:.2f} s" if "total" in timings else ""
+    return "time: " + "; ".join(part for part in (total, stages) if part)
+
+
+def _header(result: ProfileResult) -> list[str]:
+    """The lines above the kernels: the GPU, how ncu ran, what ran, where the time went."""
+    lines = []
     if result.device.name:
         lines.append(f"GPU: {result.device.name} (compute capability {result.device.compute_capability})")
     if result.ncu.version:
         passes = sorted(set(result.ncu.passes))
         pass_text = f", {'/'.join(map(str, passes))} replay passes per kernel" if passes else ""
         lines.append(f"ncu {result.ncu.version}{pass_text}, {result.ncu.seconds:.1f} s")
+    if result.target:
+        lines.append(f"target: {result.target}")
+    if result.timings:
+        lines.append(timings_line(result.timings))
+    return lines
+
+
+def render_text(result: ProfileResult, catalog: Catalog | None = None) -> str:
+    """The whole report for a result."""
+    catalog = catalog or load_catalog()
+    lines = ["=== profsvc kernel profile ===", *_header(result)]
     if not result.ok:
         lines.append(f"FAILED ({result.error.kind}, stage {result.error.stage.value}): {result.error.message}")
         if result.error.detail:

@@ -5,19 +5,31 @@ nothing of the server, scheduler or worker.
 
     from profsvc.metrics.catalog import load_catalog
     from profsvc.rules import evaluate_rules, load_rules, rank_hints
+    kernel.inconsistencies = check_figures(kernel, load_catalog())
     kernel.hints = evaluate_rules(kernel, load_catalog(), load_rules())
     top_five = rank_hints(kernel.hints, 5)
 """
 
-from profsvc.rules.engine import evaluate_rules, ncu_hints, rank_hints
-from profsvc.rules.table import Rule, RuleTable, RuleTableError, Severity, UnknownFigureError, load_rules, parse_rules
+from profsvc.rules.engine import check_figures, evaluate_rules, ncu_hints, rank_hints
+from profsvc.rules.table import (
+    Rule,
+    RuleTable,
+    RuleTableError,
+    Severity,
+    SeverityThresholds,
+    UnknownFigureError,
+    load_rules,
+    parse_rules,
+)
 
 __all__ = [
     "Rule",
     "RuleTable",
     "RuleTableError",
     "Severity",
+    "SeverityThresholds",
     "UnknownFigureError",
+    "check_figures",
     "evaluate_rules",
     "load_rules",
     "ncu_hints",

@@ -9,6 +9,10 @@ Semantics (see metrics/rules.toml for the table itself):
   general diagnosis, the child names the cause and carries the (capped) estimate.
 - ncu's OPT and WRN results join as hints of origin "ncu", except those a fired profsvc rule
   (reported or not) declares in `covers_ncu`.
+- Before any rule, the consistency checks (metrics/checks.toml) run over the same variables:
+  a rule that reads a figure a failed check implicates neither fires nor caps a child.
+- Every hint's severity label is read off its estimate (the table's [severity] thresholds),
+  so a [high] hint never ranks below a [medium] one.
 """
 
 from __future__ import annotations
@@ -19,20 +23,20 @@ from collections.abc import Iterable, Mapping
 
 from profsvc.metrics.catalog import Catalog
 from profsvc.metrics.expr import Value
-from profsvc.rules.table import Rule, RuleTable, Severity
+from profsvc.rules.checks import CheckTable, failed_checks, load_checks, untrusted
+from profsvc.rules.table import Rule, RuleTable, SeverityThresholds
 from profsvc.rules.variables import kernel_variables
-from profsvc_client.models import Evidence, Hint, KernelResult, NcuRuleResult
+from profsvc_client.models import Evidence, Hint, Inconsistency, KernelResult, NcuRuleResult
 from profsvc_client.units import format_value
 
 ORIGIN_PROFSVC = "profsvc"
 ORIGIN_NCU = "ncu"
 # Hotspot lines a hint cites at most: the top few are where to look, the rest is noise in a short report.
 MAX_SOURCE_LINES = 5
-# ncu message types that become hints, and the severity they get (WRN is mostly about the measurement itself).
-NCU_SEVERITY = {"OPT": Severity.MEDIUM, "WRN": Severity.LOW}
+# ncu message types that become hints (WRN is mostly about the measurement itself).
+NCU_TYPES = frozenset({"OPT", "WRN"})
 NCU_DOCS = "https://docs.nvidia.com/nsight-compute/ProfilingGuide/index.html#sections-and-rules"
 NO_ESTIMATE = " (No runtime estimate: a figure the estimate needs was not collected.)"
-_SEVERITY_RANK = {Severity.HIGH.value: 0, Severity.MEDIUM.value: 1, Severity.LOW.value: 2}
 _ORIGIN_RANK = {ORIGIN_PROFSVC: 0, ORIGIN_NCU: 1}
 _URL = re.compile(r"https://[^\s)]+")
 
@@ -44,12 +48,23 @@ def _percent(value: Value) -> float | None:
     return min(100.0, max(0.0, number))
 
 
-def evaluate_rules(kernel: KernelResult, catalog: Catalog, rules: RuleTable) -> list[Hint]:
+def check_figures(kernel: KernelResult, catalog: Catalog, checks: CheckTable | None = None) -> list[Inconsistency]:
+    """The consistency checks the kernel's figures fail (store them on the kernel: the report shows them)."""
+    return failed_checks(kernel_variables(kernel, catalog), checks or load_checks())
+
+
+def evaluate_rules(
+    kernel: KernelResult, catalog: Catalog, rules: RuleTable, checks: CheckTable | None = None
+) -> list[Hint]:
     """All hints for one kernel, profsvc's and ncu's uncovered ones, ranked (see rank_hints)."""
     values = kernel_variables(kernel, catalog)
+    inconsistencies = failed_checks(values, checks or load_checks())
     speedups: dict[str, float | None] = {}
     fired: list[Rule] = []
     for rule in rules.rules:  # parents come before their children
+        if untrusted(rule.variable_names(), inconsistencies):
+            speedups[rule.id] = None  # its evidence contradicts itself: no hint, and no cap on a child
+            continue
         if rule.condition_fn(values) is True:
             fired.append(rule)
         elif rule.id not in rules.parents:
@@ -58,12 +73,21 @@ def evaluate_rules(kernel: KernelResult, catalog: Catalog, rules: RuleTable) -> 
         cap = speedups.get(rule.parent) if rule.parent else None
         speedups[rule.id] = min(speedup, cap) if speedup is not None and cap is not None else speedup
     explained = {ancestor for rule in fired for ancestor in rules.ancestors[rule.id]}
-    hints = [_hint(rule, values, speedups[rule.id], rules.units, kernel) for rule in fired if rule.id not in explained]
-    return rank_hints(hints + ncu_hints(kernel, fired, rules.ncu_informational))
+    hints = [
+        _hint(rule, values, speedups[rule.id], rules.units, kernel, rules.severity)
+        for rule in fired
+        if rule.id not in explained
+    ]
+    return rank_hints(hints + ncu_hints(kernel, fired, rules.severity, rules.ncu_informational))
 
 
 def _hint(
-    rule: Rule, values: Mapping[str, Value], speedup: float | None, units: Mapping[str, str], kernel: KernelResult
+    rule: Rule,
+    values: Mapping[str, Value],
+    speedup: float | None,
+    units: Mapping[str, str],
+    kernel: KernelResult,
+    severity: SeverityThresholds,
 ) -> Hint:
     scope = {**values, **rule.params}
     rendered = {name: format_value(_number(scope.get(name)), units.get(name, "")) for name in rule.message_fields}
@@ -75,7 +99,7 @@ def _hint(
     return Hint(
         rule_id=rule.id,
         origin=ORIGIN_PROFSVC,
-        severity=rule.severity.value,
+        severity=severity.label(speedup or 0.0).value,
         title=rule.title,
         message=rule.message.format(**rendered) + ("" if speedup is not None else NO_ESTIMATE),
         advice=rule.advice,
@@ -97,7 +121,10 @@ def source_lines(kernel: KernelResult, stall: str) -> list[str]:
 
 
 def ncu_hints(
-    kernel: KernelResult, covering: Iterable[Rule], informational: frozenset[str] = frozenset()
+    kernel: KernelResult,
+    covering: Iterable[Rule],
+    severity: SeverityThresholds,
+    informational: frozenset[str] = frozenset(),
 ) -> list[Hint]:
     """Nsight Compute's OPT and WRN results as hints, without those a fired profsvc rule covers.
 
@@ -105,15 +132,15 @@ def ncu_hints(
     """
     covered = {ref for rule in covering for ref in rule.covers_ncu}
     return [
-        _ncu_hint(result, result.rule_id in informational)
+        _ncu_hint(result, result.rule_id in informational, severity)
         for result in kernel.ncu_rules
-        if result.type in NCU_SEVERITY
+        if result.type in NCU_TYPES
         and result.rule_id not in covered
         and f"{result.rule_id}:{result.title}" not in covered
     ]
 
 
-def _ncu_hint(result: NcuRuleResult, informational: bool) -> Hint:
+def _ncu_hint(result: NcuRuleResult, informational: bool, severity: SeverityThresholds) -> Hint:
     message = result.message
     speedup = 0.0
     if result.estimated_speedup_pct is not None and math.isfinite(result.estimated_speedup_pct):
@@ -129,7 +156,7 @@ def _ncu_hint(result: NcuRuleResult, informational: bool) -> Hint:
     return Hint(
         rule_id=result.rule_id,
         origin=ORIGIN_NCU,
-        severity=NCU_SEVERITY[result.type].value,
+        severity=severity.label(speedup).value,
         title=result.title or result.rule_id,
         message=message,
         estimated_speedup_pct=speedup,
@@ -138,12 +165,10 @@ def _ncu_hint(result: NcuRuleResult, informational: bool) -> Hint:
 
 
 def rank_hints(hints: Iterable[Hint], limit: int | None = None) -> list[Hint]:
-    """Hints by estimated speedup, largest first; ties by severity, then profsvc before ncu, then input order.
+    """Hints by estimated speedup, largest first; ties profsvc before ncu, then input order.
 
+    Severity labels follow the estimate, so this order never puts a higher label below a lower one.
     The text report shows `rank_hints(kernel.hints, 5)`, JSON all of them.
     """
-    ranked = sorted(
-        hints,
-        key=lambda h: (-h.estimated_speedup_pct, _SEVERITY_RANK.get(h.severity, 3), _ORIGIN_RANK.get(h.origin, 2)),
-    )
+    ranked = sorted(hints, key=lambda h: (-h.estimated_speedup_pct, _ORIGIN_RANK.get(h.origin, 2)))
     return ranked if limit is None else ranked[:limit]

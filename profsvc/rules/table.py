@@ -32,11 +32,32 @@ _DOCS = "https://docs.nvidia.com/"
 
 
 class Severity(enum.StrEnum):
-    """How much a hint matters when two estimate the same speedup."""
+    """A hint's label, read off its estimated speedup (SeverityThresholds): the label and the estimate agree."""
 
     HIGH = "high"
     MEDIUM = "medium"
     LOW = "low"
+
+
+class SeverityThresholds(BaseModel):
+    """Estimated runtime reduction (%) from which a hint is labelled high, and medium; below: low."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    high_pct: float = Field(gt=0, le=100)
+    medium_pct: float = Field(gt=0, le=100)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SeverityThresholds:
+        if self.medium_pct > self.high_pct:
+            raise ValueError("medium_pct must not exceed high_pct")
+        return self
+
+    def label(self, speedup_pct: float) -> Severity:
+        """The label of a hint that estimates `speedup_pct` % less runtime."""
+        if speedup_pct >= self.high_pct:
+            return Severity.HIGH
+        return Severity.MEDIUM if speedup_pct >= self.medium_pct else Severity.LOW
 
 
 class RuleTableError(ValueError):
@@ -73,7 +94,6 @@ class Rule(BaseModel):
 
     id: str
     title: str
-    severity: Severity
     condition: str
     speedup: str
     message: str
@@ -203,6 +223,7 @@ class RuleTable(BaseModel):
 
     rules: tuple[Rule, ...]
     units: dict[str, str]
+    severity: SeverityThresholds
     ncu_informational: frozenset[str] = frozenset()
 
     @cached_property
@@ -282,7 +303,11 @@ def parse_rules(data: dict[str, Any], catalog: Catalog) -> RuleTable:
     informational = data.get("ncu_informational", [])
     if not isinstance(informational, list) or not all(isinstance(i, str) and i for i in informational):
         raise RuleTableError("ncu_informational must be a list of ncu rule ids")
-    return RuleTable(rules=tuple(ordered), units=units, ncu_informational=frozenset(informational))
+    try:
+        severity = SeverityThresholds.model_validate(data.get("severity", {}))
+    except ValidationError as error:
+        raise RuleTableError(f"[severity]: {_problems(error)}") from None
+    return RuleTable(rules=tuple(ordered), units=units, severity=severity, ncu_informational=frozenset(informational))
 
 
 @lru_cache(maxsize=1)

@@ -6,8 +6,12 @@ lacks it), a rule may read:
 - `stall_<reason>_pct`: the reason's share of all stall cycles (StallReason.share_pct),
   `stall_<reason>_cycles`: its cycles per issued instruction. A reason the kernel
   does not list is 0 when the kernel has stall data at all, None when it has none.
-- `roofline_memory`, `roofline_compute`, `roofline_latency`: 1.0 for the bound the
-  roofline names, 0.0 for the others, None when there is no roofline; `roofline_pct`.
+- `stall_share_total_pct`: the shares added up (100 when the stall data is whole), None without stalls.
+- `roofline_compute`, `roofline_dram`, `roofline_l2`, `roofline_l1`, `roofline_latency`:
+  1.0 for the bound the roofline names, 0.0 for the others, None when it names none;
+  `roofline_pct` (% of the DRAM roof), `roofline_bound_pct` (the binding unit's % of its
+  peak), `roofline_precision_flop` (the FLOPs of the precision that placed the kernel,
+  None when no precision did).
 - `limiter_registers`, `limiter_shared_memory`, `limiter_warps`, `limiter_blocks`:
   1.0 for the occupancy limiter KernelResult.occupancy_limiter names, 0.0 for the others,
   None when it names none.
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 from profsvc.metrics.catalog import Catalog
 from profsvc.metrics.expr import Value
+from profsvc.metrics.roofline import PRECISIONS, flop_counts
 from profsvc_client.models import KernelResult
 
 # Every stall reason ncu 2025.3 reports on sm_90 (`smsp__average_warps_issue_stalled_<reason>_per_issue_active`),
@@ -41,7 +46,7 @@ STALL_REASONS = (
     "tex_throttle",
     "wait",
 )
-ROOFLINE_BOUNDS = ("memory", "compute", "latency")
+ROOFLINE_BOUNDS = ("compute", "dram", "l2", "l1", "latency")
 LIMITERS = ("registers", "shared_memory", "warps", "blocks")
 
 # Units of the variables that are not catalog figures (the message renderer formats values with them).
@@ -49,7 +54,10 @@ EXTRA_UNITS: dict[str, str] = {
     **{f"stall_{reason}_pct": "%" for reason in STALL_REASONS},
     **{f"stall_{reason}_cycles": "cycle" for reason in STALL_REASONS},
     **{f"roofline_{bound}": "" for bound in ROOFLINE_BOUNDS},
+    "stall_share_total_pct": "%",
     "roofline_pct": "%",
+    "roofline_bound_pct": "%",
+    "roofline_precision_flop": "flop",
     **{f"limiter_{limiter}": "" for limiter in LIMITERS},
 }
 
@@ -65,10 +73,15 @@ def kernel_variables(kernel: KernelResult, catalog: Catalog) -> dict[str, Value]
         absent = 0.0 if has_stalls else None
         values[f"stall_{reason}_pct"] = stall.share_pct if stall else absent
         values[f"stall_{reason}_cycles"] = stall.cycles_per_issue if stall else absent
-    bound = kernel.roofline.bound
+    values["stall_share_total_pct"] = sum(s.share_pct for s in kernel.stalls) if has_stalls else None
+    roofline = kernel.roofline
     for name in ROOFLINE_BOUNDS:
-        values[f"roofline_{name}"] = (1.0 if bound == name else 0.0) if bound else None
-    values["roofline_pct"] = kernel.roofline.roof_pct
+        values[f"roofline_{name}"] = (1.0 if roofline.bound == name else 0.0) if roofline.bound else None
+    values["roofline_pct"] = roofline.roof_pct
+    values["roofline_bound_pct"] = roofline.bound_pct
+    values["roofline_precision_flop"] = (
+        flop_counts(values)[roofline.precision] if roofline.precision in PRECISIONS else None
+    )
     limiter = kernel.occupancy_limiter
     for name in LIMITERS:
         values[f"limiter_{name}"] = (1.0 if name == limiter else 0.0) if limiter else None

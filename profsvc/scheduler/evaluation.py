@@ -11,6 +11,7 @@ from profsvc.scheduler.sessions import SessionKey
 from profsvc.staticcheck import Policy, check_source, make_policy
 from profsvc.staticcheck.policy import Level
 from profsvc.staticcheck.rules import load_rules
+from profsvc.telemetry import collect_timings
 from profsvc_client.models import (
     BenchmarkResult,
     CompileResult,
@@ -60,10 +61,12 @@ async def check_correctness(
 ) -> CorrectnessResult:
     """Run the correctness trials."""
     options = {"trials": trials or DEFAULT_TRIALS}
-    compiled, status = await scheduler.run_checks(source, "correctness", options, progress)
+    with collect_timings() as timings:
+        compiled, status = await scheduler.run_checks(source, "correctness", options, progress)
     if status is None or not status.ok or status.correctness is None:
-        return CorrectnessResult(compile=compiled, error=_job_error(compiled, status), message="could not run")
-    return CorrectnessResult.model_validate({**status.correctness, "compile": compiled})
+        error = _job_error(compiled, status)
+        return CorrectnessResult(compile=compiled, error=error, message="could not run", timings=timings)
+    return CorrectnessResult.model_validate({**status.correctness, "compile": compiled, "timings": timings})
 
 
 async def benchmark(
@@ -71,10 +74,11 @@ async def benchmark(
 ) -> BenchmarkResult:
     """Time candidate and reference."""
     options = {"timed-calls": timed_calls or DEFAULT_TIMED_CALLS, "warmup": WARMUP_CALLS}
-    compiled, status = await scheduler.run_checks(source, "benchmark", options, progress)
+    with collect_timings() as timings:
+        compiled, status = await scheduler.run_checks(source, "benchmark", options, progress)
     if status is None or not status.ok or status.benchmark is None:
-        return BenchmarkResult(compile=compiled, error=_job_error(compiled, status))
-    return BenchmarkResult.model_validate({**status.benchmark, "compile": compiled})
+        return BenchmarkResult(compile=compiled, error=_job_error(compiled, status), timings=timings)
+    return BenchmarkResult.model_validate({**status.benchmark, "compile": compiled, "timings": timings})
 
 
 async def evaluate(
@@ -90,6 +94,21 @@ async def evaluate(
 
     The static check's verdict under `policy` is part of the evaluation's: an error finding fails it.
     """
+    with collect_timings() as timings:
+        result = await _evaluate(scheduler, source, trials, skip_profile, progress, session, policy)
+    result.timings = timings
+    return result
+
+
+async def _evaluate(
+    scheduler: Scheduler,
+    source: SourceSpec,
+    trials: int,
+    skip_profile: bool,
+    progress: ProgressSink | None,
+    session: SessionKey | None,
+    policy: Policy | None,
+) -> EvaluateResult:
     result = EvaluateResult(static_check=static_check(source, policy))
     options = {"trials": trials or DEFAULT_TRIALS, "timed-calls": DEFAULT_TIMED_CALLS, "warmup": WARMUP_CALLS}
     # The run-time side of no_custom_kernel (no launch of the candidate's own kernels) follows the same policy.

@@ -49,7 +49,7 @@ from profsvc.scheduler.relay import Relay
 from profsvc.scheduler.sessions import SessionKey, SessionStore
 from profsvc.scheduler.standby import StandbyPool, StandbySpec
 from profsvc.staticcheck.own_kernels import own_kernel_names
-from profsvc.telemetry import Telemetry
+from profsvc.telemetry import JOB_TIMINGS, Telemetry, collect_timings
 from profsvc.worker.standby import WARM_LIBRARIES, WARM_PROFILER
 from profsvc_client.errors import InvalidRequest, PreconditionFailed, Reason, ResourceExhausted
 from profsvc_client.models import (
@@ -87,9 +87,11 @@ EXIT_UNREADABLE, EXIT_NO_READER = 3, 4
 class _Job:
     """Bookkeeping of one running job: its id, workspace, clock and progress sink."""
 
-    def __init__(self, job_id: str, workspace: Path, progress: ProgressSink | None) -> None:
+    def __init__(self, job_id: str, workspace: Path, progress: ProgressSink | None, timings: dict[str, float]) -> None:
         self.id = job_id
         self.workspace = workspace
+        # Stage seconds of the call this job serves (telemetry.collect_timings), for the result.
+        self.timings = timings
         self.started = time.monotonic()
         self._progress = progress
 
@@ -184,9 +186,12 @@ class Scheduler:
         self.standby.keep("analyze", self._spec(ANALYZE_MODULE, None))
         for gpu in self._gpu_indices():
             # Not under ncu: this one may also start the GPU libraries a timing run needs (cuBLAS, CUPTI).
+            # A check takes one of each; two of each let an agent's next call find them warm while the
+            # replacements start (a GPU worker warms up in seconds: torch, a CUDA context, cuBLAS and CUPTI).
             run = self._spec(HARNESS_MODULE, gpu, readonly=cache, extra={WARM_LIBRARIES: "1"})
-            self.standby.keep(f"run-gpu{gpu}", run)
-            self.standby.keep(f"judge-gpu{gpu}", self._spec(JUDGE_MODULE, gpu, extra={WARM_LIBRARIES: "1"}))
+            self.standby.keep(f"run-gpu{gpu}", run, depth=2)
+            judge = self._spec(JUDGE_MODULE, gpu, extra={WARM_LIBRARIES: "1"})
+            self.standby.keep(f"judge-gpu{gpu}", judge, depth=2)
             if self.host.ncu is not None:
                 self.standby.keep(f"ncu-gpu{gpu}", self._ncu_standby_spec(gpu), depth=2)
 
@@ -271,9 +276,10 @@ class Scheduler:
         try:
             job_id, workspace = self.workspaces.create()
             try:
-                job = _Job(job_id, workspace, progress)
-                job.report(Stage.QUEUED, "accepted", queue_position=max(0, self._admitted - 1))
-                yield job
+                with collect_timings() as timings:
+                    job = _Job(job_id, workspace, progress, timings)
+                    job.report(Stage.QUEUED, "accepted", queue_position=max(0, self._admitted - 1))
+                    yield job
             finally:
                 self.workspaces.finish(job_id)
         finally:
@@ -343,7 +349,8 @@ class Scheduler:
     async def compile(self, source: SourceSpec, progress: ProgressSink | None = None) -> CompileResult:
         """Build a source; a compile error is a result."""
         async with self._admit(progress) as job:
-            return (await self._build(job, source)).compile
+            result = (await self._build(job, source)).compile
+            return result.model_copy(update={"timings": dict(job.timings)})
 
     # ------------------------------------------------------------ correctness and timing
 
@@ -712,5 +719,8 @@ class Scheduler:
         return [self.workspaces.artifact(job.id, path) for path in charts if path.is_file()]
 
     def _finish(self, result: ProfileResult) -> ProfileResult:
+        timings = JOB_TIMINGS.get()
+        if timings is not None:
+            result.timings = dict(timings)
         result.report_text = render_text(result)
         return result

@@ -18,7 +18,8 @@ from profsvc.metrics.analysis import ReportUnreadable, analyze_report
 from profsvc.metrics.catalog import load_catalog
 from profsvc.metrics.hotspots import relocate
 from profsvc.metrics.reader import ReaderUnavailable
-from profsvc.rules import evaluate_rules, load_rules
+from profsvc.rules import check_figures, evaluate_rules, load_rules
+from profsvc.rules.checks import load_checks
 from profsvc.worker.standby import job_argv
 from profsvc_client.models import KernelFilter
 
@@ -32,6 +33,7 @@ def _warm() -> None:
 
     load_catalog()
     load_rules()
+    load_checks()
     # The reader before matplotlib (and before grpc): loaded after either, its NVTX filter crashes the process.
     try:
         load_reader()
@@ -59,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         source_map = {path: (file, offset) for path, (file, offset) in json.loads(args.source_map).items()}
         for kernel in analysis.kernels:
             kernel.hotspots = relocate(kernel.hotspots, source_map)
+            kernel.inconsistencies = check_figures(kernel, catalog)
             kernel.hints = evaluate_rules(kernel, catalog, rules)
     except ReportUnreadable as error:
         print(str(error), file=sys.stderr)

@@ -10,7 +10,7 @@ from tests.unit.test_rules import PLANTED
 
 pytestmark = pytest.mark.gpu
 ARCHETYPES = FIXTURES.parent.parent / "examples" / "archetypes"
-BOUND = {"stream_float4": "memory", "fma_bound": "compute", "tiny_grid": "latency"}
+BOUND = {"stream_float4": "dram", "fma_bound": "compute", "tiny_grid": "latency"}
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ from profsvc.server.app import EmbeddedServer
 from profsvc_client import errors
 from profsvc_client.client import ProfilerClient
 from profsvc_client.models import KernelSource, Severity, SourceFile
+from tests.conftest import wait_until
 
 pytest.importorskip("torch", reason="the Python problem path needs PyTorch (the CPU build will do)")
 
@@ -154,7 +155,9 @@ def test_jobs_cannot_reach_the_network(cpu_client, tmp_path):
 
 @pytest.fixture(scope="module")
 def single_slot(tmp_path_factory):
-    yield from _client(tmp_path_factory.mktemp("one-slot"), Limits(queue_size=1, compile_timeout_s=SHORT_TIMEOUT_S))
+    state = tmp_path_factory.mktemp("one-slot")
+    for client in _client(state, Limits(queue_size=1, compile_timeout_s=SHORT_TIMEOUT_S)):
+        yield client, state
 
 
 def _harness_processes(marker: str) -> list[str]:
@@ -171,11 +174,13 @@ def _harness_processes(marker: str) -> list[str]:
 
 
 def test_a_full_queue_answers_resource_exhausted(single_slot):
-    busy = threading.Thread(
-        target=single_slot.compile, args=(_source("queue_spin.py", "while True:\n    pass\n" + PROBLEM),)
-    )
+    single_slot, state = single_slot
+    # The first job says it runs (so it holds the one slot; in its cell, where the jail lets it write), then spins
+    # until its time limit.
+    spin = "open('job-started', 'w').close()\nwhile True:\n    pass\n" + PROBLEM
+    busy = threading.Thread(target=single_slot.compile, args=(_source("queue_spin.py", spin),))
     busy.start()
-    time.sleep(2.0)
+    wait_until(lambda: list(state.glob("*/*/job-started")), "the first job runs")
     with pytest.raises(errors.ResourceExhausted) as caught:
         single_slot.compile(_source("second.py", PROBLEM))
     assert caught.value.reason == errors.Reason.QUEUE_FULL

@@ -7,7 +7,6 @@ http` process, both in front of a real `profsvc serve` on loopback.
 from __future__ import annotations
 
 import base64
-import shutil
 import socket
 import subprocess
 import sys
@@ -22,7 +21,7 @@ import pytest
 from profsvc_client import cli
 from profsvc_client.client import ProfilerClient
 from profsvc_client.models import SourceFile
-from tests.conftest import FIXTURES, HAS_GPU, free_port
+from tests.conftest import FIXTURES, HAS_GPU, free_port, needs_nvcc
 
 pytest.importorskip("mcp", reason="the MCP server needs the MCP SDK (pip install 'profsvc-client[mcp]')")
 
@@ -38,7 +37,6 @@ PARTIAL = FIXTURES.parent / "staticcheck_corpus" / "honest" / "partial_replaceme
 STRICT = EXAMPLES / "strict_policy.toml"
 TOOLS = {"compile_kernel", "run_correctness", "profile_kernel", "static_check", "submit_kernel", "analyze_report"}
 BROKEN_CU = "#include <cstdio>\nint main() {\n  int x = ;\n  return 0;\n}\n"
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 no_gpu_only = pytest.mark.skipif(HAS_GPU, reason="checks the answer of a server without a GPU")
 
 OpenSession = Callable[[], AbstractAsyncContextManager[ClientSession]]

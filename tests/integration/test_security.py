@@ -29,8 +29,7 @@ def token_server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tls_files(tmp_path_factory):
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is needed to make a test certificate")
+    assert shutil.which("openssl"), "openssl (Debian's openssl package) makes the test certificate"
     folder = tmp_path_factory.mktemp("tls")
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import time
 
 import grpc
 import pytest
@@ -19,10 +17,9 @@ from profsvc.metrics.analysis import analyze_report
 from profsvc_client import errors
 from profsvc_client.client import ProfilerClient, load_source
 from profsvc_client.models import KernelFilter, KernelSource, RuleSeverity, Severity, SourceFile, StaticPolicy
-from tests.conftest import FIXTURES, HAS_GPU, REPORTS, run_cli
+from tests.conftest import FIXTURES, HAS_GPU, REPORTS, needs_nvcc, run_cli
 
 EXAMPLES = FIXTURES.parent.parent / "examples"
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 no_gpu_only = pytest.mark.skipif(HAS_GPU, reason="checks the answer of a server without a GPU")
 
 
@@ -247,9 +244,11 @@ def test_ctrl_c_is_one_line_and_exit_130():
         target = f"127.0.0.1:{silent.getsockname()[1]}"
         argv = [sys.executable, "-m", "profsvc_client.cli", "capabilities", "--server", target]
         process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
-        time.sleep(3)
-        process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=30)
+        silent.settimeout(120)
+        connection, _ = silent.accept()  # the client is in its call: past start-up, waiting for the answer
+        with connection:
+            process.send_signal(signal.SIGINT)
+            _, stderr = process.communicate(timeout=30)
     assert process.returncode == 130
     assert stderr == "profsvc: interrupted\n"
 
@@ -415,7 +414,7 @@ def test_analyze_carries_hints_and_a_roofline_chart(client, tmp_path):
     result = client.analyze(FIXTURES / "big_full.ncu-rep")
     kernel = result.kernels[0]
     assert kernel.hints[0].rule_id == "dram_near_peak"
-    assert kernel.roofline.bound == "memory"
+    assert kernel.roofline.bound == "dram"
     assert result.aggregate.launches == 1 and result.aggregate.kernels[0].share_pct == 100.0
     charts = {a.name: a for a in result.artifacts}
     assert set(charts) == {"roofline.png", "roofline.svg"}

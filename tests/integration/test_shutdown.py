@@ -6,7 +6,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -14,15 +13,21 @@ import pytest
 from profsvc_client import errors
 from profsvc_client.client import ProfilerClient
 from profsvc_client.models import KernelSource, SourceFile
-from tests.conftest import free_port, wait_healthy
+from tests.conftest import free_port, wait_healthy, wait_until
 
 pytest.importorskip("torch", reason="the compile job imports the problem with PyTorch (the CPU build will do)")
 
-# A problem whose import takes a while: its compile is the request in flight when the signal comes.
-SLOW_PROBLEM = """import time
+# A problem whose import holds its compile in flight: it says it runs (`job-started`, in its cell: the jail lets
+# it write nowhere else), then waits until the test releases it (`job-release` beside it), so the signal always
+# comes while the request is in its worker.
+SLOW_PROBLEM = """import os
+import time
 import torch
 import torch.nn as nn
-time.sleep({seconds})
+
+open("job-started", "w").close()
+while not os.path.exists("job-release"):
+    time.sleep(0.05)
 
 
 class Model(nn.Module):
@@ -60,10 +65,10 @@ class Served:
             )
         wait_healthy(self.target, timeout=60)
 
-    def compile_in_background(self, seconds: float) -> dict[str, object]:
-        """Start a compile whose import sleeps `seconds`; the dict gets its result or error."""
+    def compile_in_background(self) -> dict[str, object]:
+        """Start a compile that stays in its worker until `release()`; the dict gets its result or error."""
         answer: dict[str, object] = {}
-        source = KernelSource(main=SourceFile(name="slow.py", content=SLOW_PROBLEM.format(seconds=seconds).encode()))
+        source = KernelSource(main=SourceFile(name="slow.py", content=SLOW_PROBLEM.encode()))
 
         def call() -> None:
             with ProfilerClient(self.target, timeout=120) as client:
@@ -74,11 +79,38 @@ class Served:
 
         answer["thread"] = thread = threading.Thread(target=call)
         thread.start()
-        time.sleep(2.5)  # the request is in its worker
+        wait_until(self._started, "the compile runs in its worker")
         return answer
+
+    def _started(self) -> list[Path]:
+        return list(self.state.glob("*/*/job-started"))
+
+    def release(self) -> None:
+        """Let the compile in flight finish."""
+        for started in self._started():
+            (started.parent / "job-release").touch()
+
+    def wait_log(self, line: str) -> None:
+        """Wait until the server's log holds `line` (it handled a signal)."""
+        wait_until(lambda: line in self.log.read_text(), f"{line!r} in the server's log")
 
     def exit_code(self, within: float) -> int:
         return self.process.wait(timeout=within)
+
+
+def _refused(target: str) -> bool:
+    """Whether a new call is refused (UNAVAILABLE); False while the server still answers."""
+    with ProfilerClient(target, timeout=10) as client:
+        try:
+            client.capabilities()
+        except errors.ServerUnavailable:
+            return True
+        except errors.InternalError as error:
+            # A call that reaches the server as it starts to stop is cancelled by the stop (gRPC CANCELLED, which
+            # the client has no narrower error for): neither served nor refused yet.
+            if "CANCELLED" not in str(error):
+                raise
+    return False
 
 
 def standby_dirs(state: Path) -> list[str]:
@@ -87,8 +119,10 @@ def standby_dirs(state: Path) -> list[str]:
 
 def test_sigterm_lets_the_request_in_flight_finish_and_stops_the_warm_workers(tmp_path):
     served = Served(tmp_path)
-    answer = served.compile_in_background(seconds=5)
+    answer = served.compile_in_background()
     served.process.send_signal(signal.SIGTERM)
+    served.wait_log("SIGTERM: finishing the requests in flight")
+    served.release()
     answer["thread"].join(timeout=60)
     assert "error" not in answer, answer.get("error")
     assert answer["result"].ok, answer["result"].diagnostics
@@ -101,11 +135,13 @@ def test_sigterm_lets_the_request_in_flight_finish_and_stops_the_warm_workers(tm
 
 def test_new_requests_are_refused_while_draining(tmp_path):
     served = Served(tmp_path)
-    answer = served.compile_in_background(seconds=6)
+    answer = served.compile_in_background()
     served.process.send_signal(signal.SIGTERM)
-    time.sleep(1)
-    with ProfilerClient(served.target, timeout=10) as client, pytest.raises(errors.ServerUnavailable):
-        client.capabilities()
+    served.wait_log("SIGTERM: finishing the requests in flight")
+    # The server refuses new calls from when it stops accepting them, just after it logs the signal.
+    wait_until(lambda: _refused(served.target), "a new call refused")
+    assert answer["thread"].is_alive(), "the compile in flight is still running (it waits for its release)"
+    served.release()
     answer["thread"].join(timeout=60)
     assert answer["result"].ok
     assert served.exit_code(within=30) == 0
@@ -121,13 +157,12 @@ def test_sigint_stops_a_server_that_started_with_sigint_ignored(tmp_path):
 
 def test_a_second_signal_cuts_the_grace_short(tmp_path):
     served = Served(tmp_path, "--shutdown-grace", "120")
-    answer = served.compile_in_background(seconds=60)
-    start = time.monotonic()
+    answer = served.compile_in_background()  # never released: only the second signal ends it before the grace
     served.process.send_signal(signal.SIGTERM)
-    time.sleep(1)
+    served.wait_log("SIGTERM: finishing the requests in flight")
     served.process.send_signal(signal.SIGTERM)
-    assert served.exit_code(within=30) == 0
-    assert time.monotonic() - start < 30
+    # Well inside the 120 s grace the unreleased compile would otherwise get.
+    assert served.exit_code(within=60) == 0
     answer["thread"].join(timeout=30)
     assert "second signal: cancelling the requests in flight" in served.log.read_text()
     assert "result" not in answer  # cancelled: the client has an error, not a result

@@ -1,9 +1,9 @@
 """Each archetype kernel (examples/archetypes) shows its planted problem in its H200 report, and no other does.
 
 The reports are made by tools/capture_archetypes.sh on a GPU host and committed as
-tests/fixtures/archetypes/<name>.ncu-rep; a test whose reports are not there yet
-skips. Figures profsvc's catalog already has are read through analyze_report;
-the rest straight from ncu_report, by the metric names of a real --set full report.
+tests/fixtures/archetypes/<name>.ncu-rep; a missing one fails. Figures profsvc's catalog
+already has are read through analyze_report; the rest straight from ncu_report, by the
+metric names of a real --set full report.
 """
 
 from __future__ import annotations
@@ -59,12 +59,6 @@ def _report(name: str) -> Path:
     return CAPTURES / f"{name}.ncu-rep"
 
 
-def needs(*names: str) -> pytest.MarkDecorator:
-    """Skip until the reports of these archetypes are captured (all of them when none are named)."""
-    missing = [n for n in names or ARCHETYPES if not _report(n).is_file()]
-    return pytest.mark.skipif(bool(missing), reason=f"not captured yet: {', '.join(missing)}")
-
-
 @dataclass
 class Capture:
     """One archetype's report: profsvc's reading and ncu_report's action."""
@@ -93,7 +87,6 @@ def captures(reader) -> dict[str, Capture]:
     return {
         name: Capture(name, analyze_report(_report(name), reader=reader).kernels, first_action(reader, _report(name)))
         for name in ARCHETYPES
-        if _report(name).is_file()
     }
 
 
@@ -103,6 +96,7 @@ def others(captures: dict[str, Capture], name: str) -> list[Capture]:
 
 def test_every_program_is_listed_and_pushes_a_range_named_after_its_file():
     assert sorted(p.stem for p in SOURCES.glob("*.cu")) == sorted(ARCHETYPES)
+    assert sorted(p.stem for p in CAPTURES.glob("*.ncu-rep")) == sorted(ARCHETYPES), "capture_archetypes.sh's reports"
     readme = (SOURCES / "README.md").read_text()
     for name, kernel in KERNELS.items():
         source = (SOURCES / f"{name}.cu").read_text()
@@ -112,7 +106,7 @@ def test_every_program_is_listed_and_pushes_a_range_named_after_its_file():
         assert f"| `{name}` |" in readme
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=needs(name)) for name in ARCHETYPES])
+@pytest.mark.parametrize("name", ARCHETYPES)
 def test_report_holds_the_one_launch_inside_the_range(captures, name):
     kernels = captures[name].kernels
     assert len(kernels) == 1, "the warm-up and the fill kernels run outside the range"
@@ -120,7 +114,6 @@ def test_report_holds_the_one_launch_inside_the_range(captures, name):
     assert kernels[0].demangled_name.startswith(f"{KERNELS[name]}(")
 
 
-@needs("stream_float4")
 def test_stream_runs_at_dram_peak_with_full_float4_requests(captures):
     stream = captures["stream_float4"]
     assert stream.figure("dram_throughput_pct") > 60
@@ -132,7 +125,6 @@ def test_stream_runs_at_dram_peak_with_full_float4_requests(captures):
     assert stream.metric(THREADS_PER_INST) > 31
 
 
-@needs()
 def test_strided_read_alone_fetches_a_sector_per_lane(captures):
     assert captures["strided_read"].figure("global_load_sectors_per_request") > 20
     for other in others(captures, "strided_read"):
@@ -140,7 +132,6 @@ def test_strided_read_alone_fetches_a_sector_per_lane(captures):
         assert sectors is None or sectors < 20, other.name
 
 
-@needs()
 def test_bank_conflicts_alone_replay_shared_accesses(captures):
     tile = captures["bank_conflicts"]
     assert tile.metric(SHARED_LD_INST) > 0
@@ -154,14 +145,12 @@ def test_bank_conflicts_alone_replay_shared_accesses(captures):
         assert other.metric(BANK_CONFLICTS_ST) < max(other.metric(SHARED_ST_INST), 1), other.name
 
 
-@needs()
 def test_warp_divergence_alone_runs_half_warps(captures):
     assert captures["warp_divergence"].metric(THREADS_PER_INST) < 20
     for other in others(captures, "warp_divergence"):
         assert other.metric(THREADS_PER_INST) > 28, other.name
 
 
-@needs()
 def test_fma_loop_keeps_the_fma_pipe_busiest_and_dram_idle(captures):
     fma = captures["fma_bound"]
     assert fma.metric(FMA_PIPE_PCT) > 40
@@ -170,7 +159,6 @@ def test_fma_loop_keeps_the_fma_pipe_busiest_and_dram_idle(captures):
     assert all(other.metric(FMA_PIPE_PCT) < fma.metric(FMA_PIPE_PCT) for other in others(captures, "fma_bound"))
 
 
-@needs()
 def test_register_spill_alone_touches_local_memory(captures):
     spill = captures["register_spill"]
     assert spill.total(LOCAL_SECTORS) > 0
@@ -180,7 +168,6 @@ def test_register_spill_alone_touches_local_memory(captures):
         assert other.total(LOCAL_INST) == 0, other.name
 
 
-@needs()
 def test_hot_atomic_alone_queues_on_one_l2_slice(captures):
     hot = captures["hot_atomic"]
     assert hot.total(ATOMIC_REQUESTS) > 0
@@ -191,7 +178,6 @@ def test_hot_atomic_alone_queues_on_one_l2_slice(captures):
     assert busiest > 5 * average > 0
 
 
-@needs()
 def test_tiny_grid_fills_a_sliver_of_the_gpu(captures):
     tiny = captures["tiny_grid"]
     assert tiny.figure("waves_per_sm") < 0.01
@@ -200,7 +186,6 @@ def test_tiny_grid_fills_a_sliver_of_the_gpu(captures):
     assert all(other.figure("waves_per_sm") > tiny.figure("waves_per_sm") for other in others(captures, "tiny_grid"))
 
 
-@needs("smem_occupancy")
 def test_shared_memory_is_the_tightest_occupancy_limit(captures):
     smem = captures["smem_occupancy"]
     limit = smem.metric("launch__occupancy_limit_shared_mem")
@@ -208,7 +193,6 @@ def test_shared_memory_is_the_tightest_occupancy_limit(captures):
     assert smem.figure("theoretical_occupancy_pct") < 50
 
 
-@needs()
 def test_tensor_gemm_leads_the_tensor_pipe(captures):
     gemm = captures["tensor_gemm"]
     assert gemm.metric(TENSOR_PIPE_PCT) > 2

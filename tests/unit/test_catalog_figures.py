@@ -1,4 +1,7 @@
-"""The catalog's figures for the "truthful counters" issue: each equals what ncu_report reads from the report."""
+"""The catalog's figures: declared with their units, formulas evaluated right at their edges, fixture facts.
+
+Whether each figure equals what ncu shows is tests/unit/test_parity.py's job.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +10,11 @@ import math
 import pytest
 
 from profsvc.metrics.analysis import analyze_report
-from profsvc.metrics.catalog import Breakdown, CatalogError, Figure, load_catalog, parse_catalog
+from profsvc.metrics.catalog import CatalogError, Figure, load_catalog, parse_catalog
 from profsvc.metrics.expr import compile_expr
 from profsvc.metrics.extract import breakdown_value, occupancy_limiter
 from profsvc_client.models import FigureValue
-from tests.conftest import FIXTURES, REPORTS, first_action
-from tests.unit.test_parity import as_reported
+from tests.conftest import FIXTURES, REPORTS, kernel_actions, report_id
 
 CATALOG = load_catalog()
 SEED = FIXTURES / "seed47_full.ncu-rep"
@@ -71,15 +73,6 @@ REQUIRED = {
     "peak_dram_byte_per_s": "byte/s",
 }
 SCALAR = [name for name in REQUIRED if isinstance(CATALOG[name], Figure)]
-BREAKDOWNS = [name for name in REQUIRED if isinstance(CATALOG[name], Breakdown)]
-
-
-def _ncu_value(action, names):
-    for name in names:
-        metric = action.metric_by_name(name)
-        if metric is not None and isinstance(metric.value(), int | float):
-            return float(metric.value())
-    return None
 
 
 def _python_eval(formula, inputs):
@@ -99,46 +92,21 @@ def test_every_requested_name_is_declared_with_unit_meaning_and_group():
         assert entry.meaning and entry.group and entry.label, name
 
 
-@pytest.mark.parametrize("report", REPORTS, ids=lambda p: p.name)
-@pytest.mark.parametrize("name", SCALAR)
-def test_scalar_figure_equals_ncu_report(reader, report, name):
-    figure = CATALOG[name]
-    action = first_action(reader, report)
-    ours = analyze_report(report).kernels[0].figures[name]
-    if figure.metric:
-        expected = _ncu_value(action, figure.metric)
-    else:
-        expected = as_reported(
-            figure, _python_eval(figure.formula, {n: _ncu_value(action, ns) for n, ns in figure.inputs.items()})
-        )
-    assert ours.value == expected
-    assert ours.unit == figure.unit
+# Reports of profsvc's default metric set, which leaves out the GMMA cross-check counter (--set full has it).
+DEFAULT_SET = {"seed47_default.ncu-rep", "seed47_primed.ncu-rep"}
 
 
-@pytest.mark.parametrize("report", REPORTS, ids=lambda p: p.name)
-@pytest.mark.parametrize("name", BREAKDOWNS)
-def test_breakdown_equals_the_sum_of_ncu_report_instances(reader, report, name):
-    breakdown = CATALOG[name]
-    action = first_action(reader, report)
-    metric = action.metric_by_name(breakdown.metric[0])
-    ids = metric.correlation_ids()
-    expected = sum(metric.value(i) for i in range(metric.num_instances()) if ids.value(i) in breakdown.instances)
-    assert analyze_report(report).kernels[0].figures[name].value == expected
-
-
-@pytest.mark.parametrize("report", REPORTS, ids=lambda p: p.name)
+@pytest.mark.parametrize("report", REPORTS, ids=report_id)
 def test_the_opcode_breakdown_is_complete_and_agrees_with_the_gmma_counter(reader, report):
-    action = first_action(reader, report)
-    per_opcode = action.metric_by_name("sass__inst_executed_per_opcode")
-    # ncu lists every opcode that ran, so the instances add up to all instructions executed.
-    total = sum(per_opcode.value(i) for i in range(per_opcode.num_instances()))
-    assert total == action.metric_by_name("smsp__inst_executed.sum").value()
-    gmma = action.metric_by_name("smsp__sass_inst_executed_op_shared_gmma.sum")
-    if gmma is None:
-        # Only --set full collects the cross-check counter; every --set full fixture must have it.
-        assert report.name == "seed47_default.ncu-rep", report.name
-        pytest.skip("the default set does not collect the cross-check counter")
-    assert analyze_report(report).kernels[0].value("tensor_gmma_instructions") == gmma.value()
+    for kernel, action in kernel_actions(reader, report):
+        per_opcode = action.metric_by_name("sass__inst_executed_per_opcode")
+        # ncu lists every opcode that ran, so the instances add up to all instructions executed.
+        total = sum(per_opcode.value(i) for i in range(per_opcode.num_instances()))
+        assert total == action.metric_by_name("smsp__inst_executed.sum").value()
+        gmma = action.metric_by_name("smsp__sass_inst_executed_op_shared_gmma.sum")
+        assert (gmma is None) == (report.name in DEFAULT_SET), report.name
+        if gmma is not None:
+            assert kernel.value("tensor_gmma_instructions") == gmma.value()
 
 
 def test_fixture_facts_the_figures_must_show():

@@ -88,7 +88,6 @@ def test_report_shows_the_top_hotspots_compactly():
     assert hotspot_lines(KernelResult()) == []
 
 
-@pytest.mark.skipif(not LINEINFO.exists(), reason="needs a capture of the seed kernel built with -lineinfo")
 def test_lineinfo_capture_maps_samples_to_the_seed_source():
     kernel = analyze_report(LINEINFO).kernels[0]
     assert kernel.hotspots

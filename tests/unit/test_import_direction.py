@@ -1,4 +1,4 @@
-"""DESIGN.md's import direction: the pure layers import nothing of the server, and the client nothing of profsvc."""
+"""The import direction of docs/architecture.md: pure layers import nothing of the server, the client nothing."""
 
 from __future__ import annotations
 

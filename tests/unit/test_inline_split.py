@@ -44,8 +44,7 @@ def _lines_before_launchers(cuda: str, source: str) -> list[str]:
 
 def _nvcc(tmp_path: Path, cuda: str) -> subprocess.CompletedProcess[str]:
     nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not installed")
+    assert nvcc, "nvcc (the CUDA 13.0 toolkit) is not on PATH"
     source = tmp_path / "cuda.cu"
     source.write_text(cuda)
     command = [nvcc, "-arch=sm_90", "-c", "-o", str(tmp_path / "cuda.o"), str(source)]
@@ -196,8 +195,8 @@ def test_declines_a_called_host_helper_it_cannot_copy_or_declare_faithfully(help
 def test_host_part_with_helpers_compiles_against_the_torch_headers(tmp_path):
     torch_extension = pytest.importorskip("torch.utils.cpp_extension")
     compiler, cuda_include = shutil.which("g++"), Path("/usr/local/cuda/include")
-    if compiler is None or not (cuda_include / "cuda_runtime.h").is_file():
-        pytest.skip("g++ or the CUDA headers not installed")
+    assert compiler, "g++ is not on PATH"
+    assert (cuda_include / "cuda_runtime.h").is_file(), f"the CUDA toolkit's headers are not in {cuda_include}"
     split = _split(TORCH + HELPERS)
     (tmp_path / "main.cpp").write_text(split.host)
     includes = [*torch_extension.include_paths(), str(cuda_include), sysconfig.get_paths()["include"]]

@@ -60,7 +60,8 @@ def _expected(action):
     }
 
 
-@pytest.mark.parametrize(("report", "bound"), [(BIG, "memory"), (SEED, "latency")], ids=["big", "seed"])
+# The bound comes from speed of light: the busiest unit at 60 % of its peak or more (ncu's SOLBottleneck).
+@pytest.mark.parametrize(("report", "bound"), [(BIG, "dram"), (SEED, "latency")], ids=["big", "seed"])
 def test_fixture_roofline_equals_the_formulas_on_ncu_report_values(reader, report, bound):
     action = first_action(reader, report)
     ours = analyze_report(report).kernels[0].roofline
@@ -85,6 +86,7 @@ BASE = {
     "fp32_flop": 1e12,
     "fp64_flop": 0.0,
     "fp16_flop": 0.0,
+    "fp16_math_flop": 0.0,
     "tensor_flop": 0.0,
     "fp32_flop_per_s": 5e13,
     "peak_fp32_flop_per_s": 6e13,
@@ -93,34 +95,58 @@ BASE = {
     "peak_dram_byte_per_s": 4e12,
     "l2_bytes": 2e9,
     "l1_bytes": None,
+    "sm_throughput_pct": 30.0,
+    "dram_throughput_pct": 10.0,
+    "l2_throughput_pct": 20.0,
+    "l1_throughput_pct": 25.0,
 }
 
 
-def test_above_the_ridge_near_the_compute_roof_is_compute_bound():
+def test_the_placement_on_the_dram_roofline():
     placed = roofline(BASE, PARAMS)
     assert (placed.precision, placed.arithmetic_intensity, placed.ridge_point) == ("fp32", 1000.0, 15.0)
     assert placed.roof_pct == 100 * 5e13 / 6e13
-    assert placed.bound == "compute"
     assert placed.l2_arithmetic_intensity == 500.0
     assert placed.l1_arithmetic_intensity is None
-
-
-def test_far_from_both_roofs_is_latency_bound():
-    assert roofline({**BASE, "fp32_flop_per_s": 1e12}, PARAMS).bound == "latency"
-    assert roofline({**BASE, "dram_bytes": 1e12, "fp32_flop_per_s": 1e11}, PARAMS).bound == "latency"
-
-
-def test_below_the_ridge_near_the_memory_roof_is_memory_bound():
     # Intensity 1 FLOP/byte: the roof there is the DRAM peak, 4e12 FLOP/s.
-    placed = roofline({**BASE, "dram_bytes": 1e12, "fp32_flop_per_s": 3.6e12}, PARAMS)
-    assert placed.roof_pct == 90.0
-    assert placed.bound == "memory"
+    assert roofline({**BASE, "dram_bytes": 1e12, "fp32_flop_per_s": 3.6e12}, PARAMS).roof_pct == 90.0
 
 
-def test_thresholds_come_from_the_table():
-    strict = RooflineParams(memory_roof_pct=95.0, compute_roof_pct=95.0, no_flop_dram_pct=95.0)
-    assert roofline({**BASE, "dram_bytes": 1e12, "fp32_flop_per_s": 3.6e12}, strict).bound == "latency"
-    assert roofline(BASE, strict).bound == "latency"
+@pytest.mark.parametrize(
+    ("throughputs", "bound", "bound_pct"),
+    [
+        # No unit at 60 % of its peak: latency-bound, quoting the busiest unit.
+        ({}, "latency", 30.0),
+        ({"sm_throughput_pct": 98.0}, "compute", 98.0),
+        ({"dram_throughput_pct": 82.0}, "dram", 82.0),
+        # A DRAM stream keeps L2 busier than DRAM (90 % against 81 % on the H200): still DRAM-bound.
+        ({"dram_throughput_pct": 81.0, "l2_throughput_pct": 90.0}, "dram", 81.0),
+        ({"l2_throughput_pct": 88.0, "l1_throughput_pct": 54.0}, "l2", 88.0),
+        # The WMMA GEMM fixture's case: L1/shared at 94 %, DRAM at 1.3 %, SM at 12 %.
+        ({"l1_throughput_pct": 94.0, "dram_throughput_pct": 1.3, "sm_throughput_pct": 12.0}, "l1", 94.0),
+        # Compute and memory both busy: the busier one.
+        ({"sm_throughput_pct": 90.0, "l1_throughput_pct": 70.0}, "compute", 90.0),
+        ({"sm_throughput_pct": 70.0, "l1_throughput_pct": 90.0}, "l1", 90.0),
+        # Exactly at the threshold binds.
+        ({"l2_throughput_pct": 60.0}, "l2", 60.0),
+    ],
+)
+def test_the_bound_is_the_busiest_unit_or_latency(throughputs, bound, bound_pct):
+    placed = roofline({**BASE, **throughputs}, PARAMS)
+    assert (placed.bound, placed.bound_pct) == (bound, bound_pct)
+
+
+def test_without_speed_of_light_figures_the_bound_is_unknown():
+    bare = {k: v for k, v in BASE.items() if not k.endswith("_throughput_pct")}
+    assert (roofline(bare, PARAMS).bound, roofline(bare, PARAMS).bound_pct) == ("", None)
+    # One unit is enough to judge by.
+    assert roofline({**bare, "l2_throughput_pct": 75.0}, PARAMS).bound == "l2"
+
+
+def test_threshold_comes_from_the_table():
+    strict = RooflineParams(busy_pct=95.0)
+    assert roofline({**BASE, "sm_throughput_pct": 90.0}, strict).bound == "latency"
+    assert roofline({**BASE, "sm_throughput_pct": 90.0}, PARAMS).bound == "compute"
 
 
 def test_the_precision_with_most_flops_wins_and_ties_go_to_the_first():
@@ -130,44 +156,64 @@ def test_the_precision_with_most_flops_wins_and_ties_go_to_the_first():
     assert roofline({**BASE, "fp64_flop": 1e12}, PARAMS).precision == "fp32"
 
 
-def test_a_kernel_without_flops_is_classified_by_dram_throughput():
-    none = {**BASE, "fp32_flop": 0.0}
-    assert roofline({**none, "dram_bandwidth": 3.5e12}, PARAMS).bound == "memory"
+def test_fp16_places_a_kernel_only_by_its_arithmetic():
+    # ncu counts 4e12 FP16 FLOP, of which 3e12 are HFMA2.MMA constant moves: 1e12 of arithmetic.
+    half = {**BASE, "fp32_flop": 5e11, "fp16_flop": 4e12, "fp16_math_flop": 1e12, "fp16_idiom_flop": 3e12}
+    half |= {"fp16_flop_per_s": 8e13, "peak_fp16_flop_per_s": 1.2e14}
+    placed = roofline(half, PARAMS)
+    assert placed.precision == "fp16"
+    assert placed.achieved_flop_per_s == 8e13 / 4  # the rate of the arithmetic alone
+    assert placed.arithmetic_intensity == 1e12 / 1e9
+    # All of it idioms: the FP32 work places the kernel.
+    assert roofline({**half, "fp16_math_flop": 0.0}, PARAMS).precision == "fp32"
+
+
+def test_fp16_counts_without_the_instruction_data_place_nothing_and_say_why():
+    counted = {**BASE, "fp32_flop": 0.0, "fp16_flop": 4e9, "fp16_math_flop": None}
+    placed = roofline(counted, PARAMS)
+    assert placed.precision == "none"
+    assert "4 GFLOP" in placed.note and "may include" in placed.note
+    with_fp32 = roofline({**counted, "fp32_flop": 1e9}, PARAMS)
+    assert with_fp32.precision == "fp32" and with_fp32.note == placed.note
+    assert roofline(BASE, PARAMS).note == ""
+
+
+def test_a_kernel_without_flops_has_no_placement_but_a_bound():
+    none = {**BASE, "fp32_flop": 0.0, "dram_throughput_pct": 85.0}
     placed = roofline(none, PARAMS)
     assert (placed.precision, placed.bound, placed.roof_pct, placed.arithmetic_intensity) == (
         "none",
-        "latency",
+        "dram",
         None,
         None,
     )
-    assert roofline({**none, "dram_bandwidth": None}, PARAMS).bound == ""
 
 
 def test_without_flop_counts_the_placement_is_unknown():
-    uncollected = {**BASE, **dict.fromkeys(("fp32_flop", "fp64_flop", "fp16_flop", "tensor_flop"))}
+    uncollected = {**BASE, **dict.fromkeys(("fp32_flop", "fp64_flop", "fp16_flop", "fp16_math_flop", "tensor_flop"))}
     placed = roofline(uncollected, PARAMS)
-    assert (placed.precision, placed.bound, placed.dram_byte_per_s) == ("", "", 1e11)
-    assert roofline_line(placed) is None
+    assert (placed.precision, placed.bound, placed.dram_byte_per_s) == ("", "latency", 1e11)
+    assert roofline_line(placed) == "Roofline: no FLOP counts; latency-bound (the busiest unit at 30.0 % of peak)"
+    assert roofline_line(roofline({k: None for k in uncollected}, PARAMS)) is None
 
 
 def test_flops_without_dram_traffic_meet_only_the_compute_roof():
     placed = roofline({**BASE, "dram_bytes": 0.0}, PARAMS)
     assert placed.arithmetic_intensity is None
     assert placed.roof_pct == 100 * 5e13 / 6e13
-    assert placed.bound == "compute"
 
 
-def test_shipped_thresholds_load():
-    assert load_roofline_params() == RooflineParams(memory_roof_pct=60, compute_roof_pct=60, no_flop_dram_pct=60)
+def test_shipped_threshold_loads():
+    assert load_roofline_params() == RooflineParams(busy_pct=60)
 
 
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"memory_roof_pct": 0, "compute_roof_pct": 60, "no_flop_dram_pct": 60}, "memory_roof_pct"),
-        ({"memory_roof_pct": 60, "compute_roof_pct": 101, "no_flop_dram_pct": 60}, "compute_roof_pct"),
-        ({"memory_roof_pct": 60, "compute_roof_pct": 60}, "no_flop_dram_pct"),
-        ({"memory_roof_pct": 60, "compute_roof_pct": 60, "no_flop_dram_pct": 60, "extra": 1}, "extra"),
+        ({"busy_pct": 0}, "busy_pct"),
+        ({"busy_pct": 101}, "busy_pct"),
+        ({}, "busy_pct"),
+        ({"busy_pct": 60, "memory_roof_pct": 60}, "memory_roof_pct"),
     ],
 )
 def test_malformed_thresholds_are_rejected_naming_the_field(data, message):
@@ -178,8 +224,10 @@ def test_malformed_thresholds_are_rejected_naming_the_field(data, message):
 def test_report_roofline_line():
     big, seed = analyze_report(BIG).kernels[0], analyze_report(SEED).kernels[0]
     assert roofline_line(big.roofline).startswith("Roofline (fp32): 0.126 FLOP/byte from DRAM")
-    assert "memory-bound at 81.9 % of the roof" in roofline_line(big.roofline)
-    assert "latency-bound at 0.3 % of the roof" in roofline_line(seed.roofline)
+    assert "81.9 % of the DRAM roof" in roofline_line(big.roofline)
+    assert roofline_line(big.roofline).endswith("DRAM-bound (DRAM at 81.9 % of peak)")
+    assert "0.3 % of the DRAM roof" in roofline_line(seed.roofline)
+    assert roofline_line(seed.roofline).endswith("latency-bound (the busiest unit at 2.5 % of peak)")
     assert roofline_line(KernelResult().roofline) is None
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import profsvc.scheduler.standby as scheduler_standby
 import profsvc.worker.standby as worker_standby
 from profsvc import proc
 from profsvc.proc import ProcessResult, StartedProcess, run_process
@@ -159,13 +160,10 @@ def echo(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def analyze_reader() -> None:
-    """Skip where no ncu_report module can be imported (the analyze worker needs it for a job)."""
-    from profsvc.metrics.reader import ReaderUnavailable, load_reader
+    """The analyze worker needs ncu_report for a job (the dev extra installs it): without it the test fails."""
+    from profsvc.metrics.reader import load_reader
 
-    try:
-        load_reader()
-    except ReaderUnavailable as error:
-        pytest.skip(str(error))
+    load_reader()
 
 
 # --------------------------------------------------------------------------- StartedProcess
@@ -780,23 +778,55 @@ def test_the_pool_primes_only_the_oldest_worker_and_only_while_the_gpu_is_free(t
     asyncio.run(body())
 
 
-def test_a_job_that_follows_another_at_once_goes_before_the_priming(tmp_path, echo):
+class _Clock:
+    """The pool's monotonic clock, moved only by the test: its idle timer sees exactly the gaps the test makes."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.reads = 0
+
+    def monotonic(self) -> float:
+        self.reads += 1
+        return self.now
+
+    async def polled(self, primed: Callable[[], bool]) -> None:
+        """Return once the pool has read the clock twice more (it has looked at the GPU lock as it is now), or has
+        primed (a priming pool stops polling)."""
+        target = self.reads + 2
+        await _until(lambda: self.reads >= target or primed(), 30, "the pool polled the GPU lock")
+
+
+def test_a_job_that_follows_another_at_once_goes_before_the_priming(tmp_path, echo, monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(scheduler_standby, "time", clock)  # the pool's module reads only time.monotonic
+
     async def body():
         lock = asyncio.Lock()
         await lock.acquire()
         async with _pool(tmp_path / "standby") as (pool, _):
             pool.keep("ncu", _gpu_lock_spec(echo, lock))
             await _until(lambda: bool(list(pool.root.glob(f"*/{LOADED}"))), 60, "loaded")
+
+            def primed() -> bool:
+                return bool(list(pool.root.glob("*/primed")))
+
             for _ in range(3):  # jobs one after another, each within the idle time of the one before
                 lock.release()
-                await asyncio.sleep(PRIME_IDLE_S / 4)
-                await lock.acquire()
-                await asyncio.sleep(0.3)
-                assert not list(pool.root.glob("*/primed")), "primed between two jobs"
+                await clock.polled(primed)  # the pool saw the GPU free
+                clock.now += PRIME_IDLE_S * 0.9
+                await clock.polled(primed)
+                await lock.acquire()  # the next job
+                await clock.polled(primed)  # the pool saw it held: the idle timer starts over
+                clock.now += PRIME_IDLE_S * 10
+                await clock.polled(primed)
+                assert not primed(), "primed between two jobs"
             lock.release()
-            started = time.monotonic()
-            await _until(lambda: bool(list(pool.root.glob("*/primed"))), 30, "primed once the GPU stayed free")
-            assert time.monotonic() - started >= PRIME_IDLE_S * 0.9
+            await clock.polled(primed)
+            clock.now += PRIME_IDLE_S * 0.9
+            await clock.polled(primed)
+            assert not primed(), "primed before the GPU was free for PRIME_IDLE_S"
+            clock.now += PRIME_IDLE_S * 0.2
+            await _until(primed, 30, "primed once the GPU stayed free")
 
     asyncio.run(body())
 

@@ -171,18 +171,27 @@ class BuiltUnit(_message.Message):
     def __init__(self, name: _Optional[str] = ..., cache_key: _Optional[str] = ..., cached: _Optional[bool] = ..., seconds: _Optional[float] = ...) -> None: ...
 
 class CompileResult(_message.Message):
-    __slots__ = ("ok", "diagnostics", "log", "seconds", "units")
+    __slots__ = ("ok", "diagnostics", "log", "seconds", "units", "timings")
+    class TimingsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     OK_FIELD_NUMBER: _ClassVar[int]
     DIAGNOSTICS_FIELD_NUMBER: _ClassVar[int]
     LOG_FIELD_NUMBER: _ClassVar[int]
     SECONDS_FIELD_NUMBER: _ClassVar[int]
     UNITS_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     diagnostics: _containers.RepeatedCompositeFieldContainer[Diagnostic]
     log: str
     seconds: float
     units: _containers.RepeatedCompositeFieldContainer[BuiltUnit]
-    def __init__(self, ok: _Optional[bool] = ..., diagnostics: _Optional[_Iterable[_Union[Diagnostic, _Mapping]]] = ..., log: _Optional[str] = ..., seconds: _Optional[float] = ..., units: _Optional[_Iterable[_Union[BuiltUnit, _Mapping]]] = ...) -> None: ...
+    timings: _containers.ScalarMap[str, float]
+    def __init__(self, ok: _Optional[bool] = ..., diagnostics: _Optional[_Iterable[_Union[Diagnostic, _Mapping]]] = ..., log: _Optional[str] = ..., seconds: _Optional[float] = ..., units: _Optional[_Iterable[_Union[BuiltUnit, _Mapping]]] = ..., timings: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class CompileResponse(_message.Message):
     __slots__ = ("result",)
@@ -274,7 +283,7 @@ class NcuRuleResult(_message.Message):
     def __init__(self, rule_id: _Optional[str] = ..., section: _Optional[str] = ..., title: _Optional[str] = ..., message: _Optional[str] = ..., type: _Optional[str] = ..., estimated_speedup_pct: _Optional[float] = ..., speedup_type: _Optional[str] = ...) -> None: ...
 
 class Roofline(_message.Message):
-    __slots__ = ("precision", "achieved_flop_per_s", "peak_flop_per_s", "dram_byte_per_s", "peak_dram_byte_per_s", "arithmetic_intensity", "ridge_point", "bound", "roof_pct", "l2_arithmetic_intensity", "l1_arithmetic_intensity")
+    __slots__ = ("precision", "achieved_flop_per_s", "peak_flop_per_s", "dram_byte_per_s", "peak_dram_byte_per_s", "arithmetic_intensity", "ridge_point", "bound", "roof_pct", "l2_arithmetic_intensity", "l1_arithmetic_intensity", "bound_pct", "note")
     PRECISION_FIELD_NUMBER: _ClassVar[int]
     ACHIEVED_FLOP_PER_S_FIELD_NUMBER: _ClassVar[int]
     PEAK_FLOP_PER_S_FIELD_NUMBER: _ClassVar[int]
@@ -286,6 +295,8 @@ class Roofline(_message.Message):
     ROOF_PCT_FIELD_NUMBER: _ClassVar[int]
     L2_ARITHMETIC_INTENSITY_FIELD_NUMBER: _ClassVar[int]
     L1_ARITHMETIC_INTENSITY_FIELD_NUMBER: _ClassVar[int]
+    BOUND_PCT_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
     precision: str
     achieved_flop_per_s: float
     peak_flop_per_s: float
@@ -297,7 +308,9 @@ class Roofline(_message.Message):
     roof_pct: float
     l2_arithmetic_intensity: float
     l1_arithmetic_intensity: float
-    def __init__(self, precision: _Optional[str] = ..., achieved_flop_per_s: _Optional[float] = ..., peak_flop_per_s: _Optional[float] = ..., dram_byte_per_s: _Optional[float] = ..., peak_dram_byte_per_s: _Optional[float] = ..., arithmetic_intensity: _Optional[float] = ..., ridge_point: _Optional[float] = ..., bound: _Optional[str] = ..., roof_pct: _Optional[float] = ..., l2_arithmetic_intensity: _Optional[float] = ..., l1_arithmetic_intensity: _Optional[float] = ...) -> None: ...
+    bound_pct: float
+    note: str
+    def __init__(self, precision: _Optional[str] = ..., achieved_flop_per_s: _Optional[float] = ..., peak_flop_per_s: _Optional[float] = ..., dram_byte_per_s: _Optional[float] = ..., peak_dram_byte_per_s: _Optional[float] = ..., arithmetic_intensity: _Optional[float] = ..., ridge_point: _Optional[float] = ..., bound: _Optional[str] = ..., roof_pct: _Optional[float] = ..., l2_arithmetic_intensity: _Optional[float] = ..., l1_arithmetic_intensity: _Optional[float] = ..., bound_pct: _Optional[float] = ..., note: _Optional[str] = ...) -> None: ...
 
 class SourceHotspot(_message.Message):
     __slots__ = ("file", "line", "text", "samples", "sample_share_pct", "top_stall", "top_stall_share_pct", "global_memory_instructions", "excess_sectors")
@@ -366,7 +379,7 @@ class NvtxRanges(_message.Message):
     def __init__(self, domain: _Optional[str] = ..., push_pop: _Optional[_Iterable[str]] = ..., start_end: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class KernelResult(_message.Message):
-    __slots__ = ("name", "demangled_name", "grid", "block", "figures", "stalls", "ncu_rules", "nvtx_range", "launch_index", "roofline", "hotspots", "occupancy_limiter", "hints", "nvtx")
+    __slots__ = ("name", "demangled_name", "grid", "block", "figures", "stalls", "ncu_rules", "nvtx_range", "launch_index", "roofline", "hotspots", "occupancy_limiter", "hints", "inconsistencies", "nvtx")
     class FiguresEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -387,6 +400,7 @@ class KernelResult(_message.Message):
     HOTSPOTS_FIELD_NUMBER: _ClassVar[int]
     OCCUPANCY_LIMITER_FIELD_NUMBER: _ClassVar[int]
     HINTS_FIELD_NUMBER: _ClassVar[int]
+    INCONSISTENCIES_FIELD_NUMBER: _ClassVar[int]
     NVTX_FIELD_NUMBER: _ClassVar[int]
     name: str
     demangled_name: str
@@ -401,8 +415,19 @@ class KernelResult(_message.Message):
     hotspots: _containers.RepeatedCompositeFieldContainer[SourceHotspot]
     occupancy_limiter: str
     hints: _containers.RepeatedCompositeFieldContainer[Hint]
+    inconsistencies: _containers.RepeatedCompositeFieldContainer[Inconsistency]
     nvtx: _containers.RepeatedCompositeFieldContainer[NvtxRanges]
-    def __init__(self, name: _Optional[str] = ..., demangled_name: _Optional[str] = ..., grid: _Optional[_Union[Dim3, _Mapping]] = ..., block: _Optional[_Union[Dim3, _Mapping]] = ..., figures: _Optional[_Mapping[str, FigureValue]] = ..., stalls: _Optional[_Iterable[_Union[StallReason, _Mapping]]] = ..., ncu_rules: _Optional[_Iterable[_Union[NcuRuleResult, _Mapping]]] = ..., nvtx_range: _Optional[str] = ..., launch_index: _Optional[int] = ..., roofline: _Optional[_Union[Roofline, _Mapping]] = ..., hotspots: _Optional[_Iterable[_Union[SourceHotspot, _Mapping]]] = ..., occupancy_limiter: _Optional[str] = ..., hints: _Optional[_Iterable[_Union[Hint, _Mapping]]] = ..., nvtx: _Optional[_Iterable[_Union[NvtxRanges, _Mapping]]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., demangled_name: _Optional[str] = ..., grid: _Optional[_Union[Dim3, _Mapping]] = ..., block: _Optional[_Union[Dim3, _Mapping]] = ..., figures: _Optional[_Mapping[str, FigureValue]] = ..., stalls: _Optional[_Iterable[_Union[StallReason, _Mapping]]] = ..., ncu_rules: _Optional[_Iterable[_Union[NcuRuleResult, _Mapping]]] = ..., nvtx_range: _Optional[str] = ..., launch_index: _Optional[int] = ..., roofline: _Optional[_Union[Roofline, _Mapping]] = ..., hotspots: _Optional[_Iterable[_Union[SourceHotspot, _Mapping]]] = ..., occupancy_limiter: _Optional[str] = ..., hints: _Optional[_Iterable[_Union[Hint, _Mapping]]] = ..., inconsistencies: _Optional[_Iterable[_Union[Inconsistency, _Mapping]]] = ..., nvtx: _Optional[_Iterable[_Union[NvtxRanges, _Mapping]]] = ...) -> None: ...
+
+class Inconsistency(_message.Message):
+    __slots__ = ("check", "message", "figures")
+    CHECK_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FIGURES_FIELD_NUMBER: _ClassVar[int]
+    check: str
+    message: str
+    figures: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, check: _Optional[str] = ..., message: _Optional[str] = ..., figures: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class KernelShare(_message.Message):
     __slots__ = ("name", "launches", "duration_ns", "share_pct")
@@ -493,7 +518,14 @@ class JobError(_message.Message):
     def __init__(self, kind: _Optional[str] = ..., message: _Optional[str] = ..., stage: _Optional[_Union[Stage, str]] = ..., kernel: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class ProfileResult(_message.Message):
-    __slots__ = ("ok", "job_id", "device", "kernels", "compile", "artifacts", "ncu", "error", "report_text", "warnings", "aggregate", "delta", "session_id", "target")
+    __slots__ = ("ok", "job_id", "device", "kernels", "compile", "artifacts", "ncu", "error", "report_text", "warnings", "aggregate", "delta", "session_id", "target", "timings")
+    class TimingsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     OK_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
@@ -508,6 +540,7 @@ class ProfileResult(_message.Message):
     DELTA_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     job_id: str
     device: DeviceInfo
@@ -522,7 +555,8 @@ class ProfileResult(_message.Message):
     delta: _containers.RepeatedCompositeFieldContainer[DeltaRow]
     session_id: str
     target: str
-    def __init__(self, ok: _Optional[bool] = ..., job_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., kernels: _Optional[_Iterable[_Union[KernelResult, _Mapping]]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., ncu: _Optional[_Union[NcuRun, _Mapping]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., report_text: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., aggregate: _Optional[_Union[Aggregate, _Mapping]] = ..., delta: _Optional[_Iterable[_Union[DeltaRow, _Mapping]]] = ..., session_id: _Optional[str] = ..., target: _Optional[str] = ...) -> None: ...
+    timings: _containers.ScalarMap[str, float]
+    def __init__(self, ok: _Optional[bool] = ..., job_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., kernels: _Optional[_Iterable[_Union[KernelResult, _Mapping]]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., ncu: _Optional[_Union[NcuRun, _Mapping]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., report_text: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., aggregate: _Optional[_Union[Aggregate, _Mapping]] = ..., delta: _Optional[_Iterable[_Union[DeltaRow, _Mapping]]] = ..., session_id: _Optional[str] = ..., target: _Optional[str] = ..., timings: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class AnalyzeRequest(_message.Message):
     __slots__ = ("chunk", "filename", "filter", "session_id", "size")
@@ -637,7 +671,14 @@ class TrialResult(_message.Message):
     def __init__(self, index: _Optional[int] = ..., ok: _Optional[bool] = ..., message: _Optional[str] = ..., input_shapes: _Optional[_Iterable[str]] = ..., max_abs_error: _Optional[float] = ..., mean_abs_error: _Optional[float] = ..., max_rel_error: _Optional[float] = ..., first_mismatch: _Optional[str] = ...) -> None: ...
 
 class CorrectnessResult(_message.Message):
-    __slots__ = ("ok", "trials", "passed", "trial_results", "tolerances", "max_abs_error", "mean_abs_error", "max_rel_error", "message", "error", "compile")
+    __slots__ = ("ok", "trials", "passed", "trial_results", "tolerances", "max_abs_error", "mean_abs_error", "max_rel_error", "message", "error", "compile", "timings")
+    class TimingsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     OK_FIELD_NUMBER: _ClassVar[int]
     TRIALS_FIELD_NUMBER: _ClassVar[int]
     PASSED_FIELD_NUMBER: _ClassVar[int]
@@ -649,6 +690,7 @@ class CorrectnessResult(_message.Message):
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     COMPILE_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     trials: int
     passed: int
@@ -660,7 +702,8 @@ class CorrectnessResult(_message.Message):
     message: str
     error: JobError
     compile: CompileResult
-    def __init__(self, ok: _Optional[bool] = ..., trials: _Optional[int] = ..., passed: _Optional[int] = ..., trial_results: _Optional[_Iterable[_Union[TrialResult, _Mapping]]] = ..., tolerances: _Optional[_Iterable[_Union[Tolerance, _Mapping]]] = ..., max_abs_error: _Optional[float] = ..., mean_abs_error: _Optional[float] = ..., max_rel_error: _Optional[float] = ..., message: _Optional[str] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ...) -> None: ...
+    timings: _containers.ScalarMap[str, float]
+    def __init__(self, ok: _Optional[bool] = ..., trials: _Optional[int] = ..., passed: _Optional[int] = ..., trial_results: _Optional[_Iterable[_Union[TrialResult, _Mapping]]] = ..., tolerances: _Optional[_Iterable[_Union[Tolerance, _Mapping]]] = ..., max_abs_error: _Optional[float] = ..., mean_abs_error: _Optional[float] = ..., max_rel_error: _Optional[float] = ..., message: _Optional[str] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., timings: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class CheckCorrectnessResponse(_message.Message):
     __slots__ = ("result",)
@@ -723,8 +766,15 @@ class ModelTiming(_message.Message):
     def __init__(self, events: _Optional[_Union[TimingStats, _Mapping]] = ..., wall: _Optional[_Union[TimingStats, _Mapping]] = ..., kernels: _Optional[_Union[TimingStats, _Mapping]] = ..., launches_per_call: _Optional[int] = ..., launch_records: _Optional[_Iterable[_Union[LaunchRecord, _Mapping]]] = ..., peak_memory_bytes: _Optional[int] = ...) -> None: ...
 
 class BenchmarkResult(_message.Message):
-    __slots__ = ("ok", "candidate", "reference", "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_basis", "method", "clocks_mhz", "flags", "memory_ratio", "fusion_ratio", "error", "compile", "decisive_flags")
+    __slots__ = ("ok", "candidate", "reference", "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_basis", "method", "clocks_mhz", "flags", "memory_ratio", "fusion_ratio", "error", "compile", "decisive_flags", "timings")
     class ClocksMhzEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class TimingsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -746,6 +796,7 @@ class BenchmarkResult(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     COMPILE_FIELD_NUMBER: _ClassVar[int]
     DECISIVE_FLAGS_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     candidate: ModelTiming
     reference: ModelTiming
@@ -761,7 +812,8 @@ class BenchmarkResult(_message.Message):
     error: JobError
     compile: CompileResult
     decisive_flags: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, ok: _Optional[bool] = ..., candidate: _Optional[_Union[ModelTiming, _Mapping]] = ..., reference: _Optional[_Union[ModelTiming, _Mapping]] = ..., speedup: _Optional[float] = ..., speedup_ci_low: _Optional[float] = ..., speedup_ci_high: _Optional[float] = ..., speedup_basis: _Optional[str] = ..., method: _Optional[str] = ..., clocks_mhz: _Optional[_Mapping[str, float]] = ..., flags: _Optional[_Iterable[str]] = ..., memory_ratio: _Optional[float] = ..., fusion_ratio: _Optional[float] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., decisive_flags: _Optional[_Iterable[str]] = ...) -> None: ...
+    timings: _containers.ScalarMap[str, float]
+    def __init__(self, ok: _Optional[bool] = ..., candidate: _Optional[_Union[ModelTiming, _Mapping]] = ..., reference: _Optional[_Union[ModelTiming, _Mapping]] = ..., speedup: _Optional[float] = ..., speedup_ci_low: _Optional[float] = ..., speedup_ci_high: _Optional[float] = ..., speedup_basis: _Optional[str] = ..., method: _Optional[str] = ..., clocks_mhz: _Optional[_Mapping[str, float]] = ..., flags: _Optional[_Iterable[str]] = ..., memory_ratio: _Optional[float] = ..., fusion_ratio: _Optional[float] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., decisive_flags: _Optional[_Iterable[str]] = ..., timings: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class BenchmarkResponse(_message.Message):
     __slots__ = ("result",)
@@ -784,7 +836,14 @@ class EvaluateRequest(_message.Message):
     def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., trials: _Optional[int] = ..., skip_profile: _Optional[bool] = ..., session_id: _Optional[str] = ..., policy: _Optional[_Union[StaticPolicy, _Mapping]] = ...) -> None: ...
 
 class EvaluateResult(_message.Message):
-    __slots__ = ("ok", "static_check", "correctness", "benchmark", "profile", "sol_pct", "sol_definition", "report_text")
+    __slots__ = ("ok", "static_check", "correctness", "benchmark", "profile", "sol_pct", "sol_definition", "report_text", "timings")
+    class TimingsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     OK_FIELD_NUMBER: _ClassVar[int]
     STATIC_CHECK_FIELD_NUMBER: _ClassVar[int]
     CORRECTNESS_FIELD_NUMBER: _ClassVar[int]
@@ -793,6 +852,7 @@ class EvaluateResult(_message.Message):
     SOL_PCT_FIELD_NUMBER: _ClassVar[int]
     SOL_DEFINITION_FIELD_NUMBER: _ClassVar[int]
     REPORT_TEXT_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     static_check: StaticCheckResult
     correctness: CorrectnessResult
@@ -801,7 +861,8 @@ class EvaluateResult(_message.Message):
     sol_pct: float
     sol_definition: str
     report_text: str
-    def __init__(self, ok: _Optional[bool] = ..., static_check: _Optional[_Union[StaticCheckResult, _Mapping]] = ..., correctness: _Optional[_Union[CorrectnessResult, _Mapping]] = ..., benchmark: _Optional[_Union[BenchmarkResult, _Mapping]] = ..., profile: _Optional[_Union[ProfileResult, _Mapping]] = ..., sol_pct: _Optional[float] = ..., sol_definition: _Optional[str] = ..., report_text: _Optional[str] = ...) -> None: ...
+    timings: _containers.ScalarMap[str, float]
+    def __init__(self, ok: _Optional[bool] = ..., static_check: _Optional[_Union[StaticCheckResult, _Mapping]] = ..., correctness: _Optional[_Union[CorrectnessResult, _Mapping]] = ..., benchmark: _Optional[_Union[BenchmarkResult, _Mapping]] = ..., profile: _Optional[_Union[ProfileResult, _Mapping]] = ..., sol_pct: _Optional[float] = ..., sol_definition: _Optional[str] = ..., report_text: _Optional[str] = ..., timings: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class EvaluateResponse(_message.Message):
     __slots__ = ("progress", "result")
