@@ -338,7 +338,7 @@ def bench_plain_ncu(ncu: str, runs: int, work: Path, results: dict[str, Any], ou
 
 def parity(out: Path, results: dict[str, Any]) -> None:
     """Compare the server's report with the plain run's: the same metrics, equal where deterministic."""
-    from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE, in_push_pop_range
+    from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE, in_profsvc_range
     from profsvc.metrics.reader import load_reader
 
     reader = load_reader()
@@ -348,10 +348,10 @@ def parity(out: Path, results: dict[str, Any]) -> None:
 
     def metrics(path: Path) -> dict[str, Any]:
         # A warm worker's report holds its own warm-up kernel first: compare the seed's kernel.
-        action = next(a for a in actions(path) if not in_push_pop_range(a, PROFILER_WARMUP_RANGE))
+        action = next(a for a in actions(path) if not in_profsvc_range(a, PROFILER_WARMUP_RANGE))
         return {name: action.metric_by_name(name).value() for name in action.metric_names()}
 
-    warmup_kernels = sum(in_push_pop_range(a, PROFILER_WARMUP_RANGE) for a in actions(out / "warm-profile.ncu-rep"))
+    warmup_kernels = sum(in_profsvc_range(a, PROFILER_WARMUP_RANGE) for a in actions(out / "warm-profile.ncu-rep"))
     ours, plain = metrics(out / "warm-profile.ncu-rep"), metrics(out / "plain.ncu-rep")
     shared = sorted(set(ours) & set(plain))
     equal = [n for n in shared if ours[n] == plain[n]]

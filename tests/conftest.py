@@ -160,7 +160,8 @@ _ANALYSES: dict[Path, ReportAnalysis] = {}
 def kernel_actions(reader: ModuleType, report: Path) -> list[tuple[KernelResult, Any]]:
     """Each launch profsvc reports with ncu_report's action of the same launch, paired by name in launch order.
 
-    A primed worker's report also holds the worker's own warm-up launch, which profsvc leaves out.
+    A primed worker's report also holds the worker's own warm-up launch, which profsvc leaves out where it ran
+    in profsvc's own NVTX domain.
     """
     context = reader.load_report(str(report))
     actions = [

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "client")]
 
 from profsvc.build.python_problem import harness_argv  # noqa: E402
+from profsvc.metrics.nvtx import MEASURED_INCLUDE  # noqa: E402
 from profsvc.ncu.command import NcuOptions, ncu_command  # noqa: E402
 from profsvc.ncu.metric_sets import resolve  # noqa: E402
 
@@ -94,7 +95,7 @@ def main() -> int:
         for run in range(args.runs):
             status = args.out / f"{name}-{run}.json"
             report = args.out / f"{name}-{run}.ncu-rep"
-            options = NcuOptions(collection_args=collection, export_path=report, nvtx_include=["profsvc/"])
+            options = NcuOptions(collection_args=collection, export_path=report, nvtx_include=[MEASURED_INCLUDE])
             target = harness_argv(sys.executable, args.problem, None, cache, status, "profile")
             start = time.monotonic()
             done = subprocess.run(

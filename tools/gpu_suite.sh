@@ -5,11 +5,13 @@
 #   b    GPU tests: the agent's tools, verdicts; the seed's -lineinfo report; the soak (SOAK_REQUESTS, 200); the batch
 #   static  GPU tests: static-check policies in evaluate, the corpus's honest look-alikes; evaluate over the
 #           corpus's runtime-only gaming (tests/staticcheck_corpus/runtime), one JSON result per file
+#   inputs  GPU tests: published problems in a batch, Python programs (Triton, torch, the ones that profile
+#           nothing), NVTX domains; the report of examples/programs/nvtx_domains.py (a fixture to commit)
 #   cpu  the CPU suite on the GPU host's Python
 # Usage: tools/gpu_suite.sh STAGE [pytest args]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-stage="${1:?stage a, b, static or cpu}"
+stage="${1:?stage a, b, static, inputs or cpu}"
 shift
 out="${OUT:-gpu-out}"
 mkdir -p "$out"
@@ -49,6 +51,12 @@ case "$stage" in
         2>"$out/runtime-$name.err"
       echo "runtime/$name: evaluate exit $?"
     done
+    ;;
+  inputs)
+    gpu_tests tests/gpu/test_programs_gpu.py tests/gpu/test_published_gpu.py "$@"
+    python3 -m profsvc_client.cli profile examples/programs/nvtx_domains.py --out "$out/nvtx_domains" \
+      >"$out/nvtx_domains.txt" 2>&1
+    echo "nvtx_domains profile: exit $?"
     ;;
   cpu)
     python3 -m pytest -q -p no:cacheprovider tests/unit tests/integration "$@" 2>&1 | tee "$out/cpu-suite.txt" | tail -3

@@ -57,12 +57,16 @@ PROBLEM_SUFFIXES = (".py", ".cu")
 TASKS = ("profile", "lint", "analyze")
 GPU_TASKS = frozenset({"profile"})
 # The fixed columns, in order; figure columns follow in name order. `worker`: the Dask worker that ran the
-# problem ('' without --cluster); `findings`: the static check's findings as JSON ('[]' for other tasks).
+# problem ('' without --cluster); `findings`: the static check's findings as JSON ('[]' for other tasks);
+# `target`: what ran (a problem's "candidate" or "reference", or "program"); `nvtx`: the NVTX ranges the
+# launch ran under, as JSON (a list of {domain, push_pop, start_end}).
 COLUMNS = (
     "problem",
     "task",
+    "target",
     "kernel",
     "launch_index",
+    "nvtx",
     "status",
     "error",
     "findings",
@@ -75,7 +79,7 @@ COLUMNS = (
     "ncu_seconds",
 )
 # What a checkpoint line written before a column existed reads as.
-COLUMN_DEFAULTS = {"task": "profile", "worker": "", "findings": []}
+COLUMN_DEFAULTS = {"task": "profile", "worker": "", "findings": [], "target": ""}
 FLOAT_COLUMNS = ("wall_seconds", "compile_seconds", "ncu_seconds")
 # Failures that say nothing about the problem itself: a rerun tries these problems again.
 RETRIED_ON_RERUN = frozenset(
@@ -315,6 +319,7 @@ def record_of(
         "status": status,
         "error": error,
         "findings": [],
+        "target": "",
         "worker": "",
         "wall_seconds": seconds,
         "compile_seconds": None,
@@ -327,12 +332,14 @@ def record_of(
     elif result is not None:
         record["compile_seconds"] = result.compile.seconds
         record["ncu_seconds"] = result.ncu.seconds
+        record["target"] = result.target
         for kernel in result.kernels:
             record["units"].update({name: figure.unit for name, figure in kernel.figures.items()})
             record["kernels"].append(
                 {
                     "kernel": kernel.name,
                     "launch_index": kernel.launch_index,
+                    "nvtx": [stack.model_dump() for stack in kernel.nvtx],
                     "figures": {name: figure.value for name, figure in kernel.figures.items()},
                 }
             )
@@ -420,9 +427,10 @@ def _table(records: Iterable[Mapping[str, Any]]) -> pyarrow.Table:
         common["tags"] = json.dumps(record["tags"], sort_keys=True)
         common["findings"] = json.dumps(common["findings"])
         for kernel in record["kernels"] or [{"kernel": "", "launch_index": None, "figures": {}}]:
-            rows.append(
-                {**common, "kernel": kernel["kernel"], "launch_index": kernel["launch_index"]} | kernel["figures"]
-            )
+            launch = {"kernel": kernel["kernel"], "launch_index": kernel["launch_index"]}
+            # A checkpoint line written before the column existed has no ranges.
+            launch["nvtx"] = json.dumps(kernel.get("nvtx", []))
+            rows.append({**common, **launch} | kernel["figures"])
     fields = [
         pa.field(name, pa.float64() if name in FLOAT_COLUMNS else pa.int64() if name == "launch_index" else pa.string())
         for name in COLUMNS

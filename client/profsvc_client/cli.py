@@ -183,12 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_target(compile_)
 
     profile = commands.add_parser(
-        "profile", help="profile a problem or Python program (.py), or a CUDA program (.cu), under ncu"
+        "profile",
+        help="profile a problem or Python program (.py), or a CUDA program (.cu), under ncu",
+        usage="profsvc profile FILE [options] [-- PROGRAM ARGS...]",
+        epilog="A program's arguments follow `--`, after every option: profsvc profile prog.py --kernel gemm -- -n 4",
     )
     profile.add_argument("file", type=Path)
-    profile.add_argument(
-        "program_args", nargs="*", metavar="-- ARGS", help="arguments of a program (after --: profile prog.py -- -n 4)"
-    )
     profile.add_argument("--reference", type=Path, default=None, help="separate reference module")
     profile.add_argument(
         "--target",
@@ -587,7 +587,14 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one line on stderr and a non-zero exit code for any error."""
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after the first `--` is a program's own (argparse would take `-n 4` for options).
+    split = argv.index("--") if "--" in argv else len(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv[:split])
+    args.program_args = argv[split + 1 :]
+    if args.program_args and args.command != "profile":
+        parser.error(f"{args.command} takes no program arguments (only profile runs a program: profile FILE -- ARGS)")
     try:
         code = run(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers below, not in Python's flush at exit

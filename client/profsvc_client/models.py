@@ -267,6 +267,14 @@ class Hint(_Model):
     docs: str = ""
 
 
+class NvtxRanges(_Model):
+    """The NVTX ranges of one domain that a launch ran under ("" is the default domain)."""
+
+    domain: str = ""
+    push_pop: list[str] = Field(default_factory=list)
+    start_end: list[str] = Field(default_factory=list)
+
+
 class Inconsistency(_Model):
     """Figures of one kernel that contradict each other: hints that read them are not drawn."""
 
@@ -292,6 +300,7 @@ class KernelResult(_Model):
     occupancy_limiter: str = ""
     hints: list[Hint] = Field(default_factory=list)
     inconsistencies: list[Inconsistency] = Field(default_factory=list)
+    nvtx: list[NvtxRanges] = Field(default_factory=list)
 
     def value(self, figure: str) -> float | None:
         """The value of a catalog figure, None when absent."""

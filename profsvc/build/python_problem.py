@@ -38,6 +38,10 @@ class HarnessStatus:
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase of the job
     line: int = 0  # the main file's line an error last passed through
     warnings: list[str] = field(default_factory=list)  # what an OK compile did not check
+    # A program's NVTX ranges opened through Python's entry points: how many, and the first distinct names
+    # (-1: not counted, as for a problem).
+    nvtx_range_count: int = -1
+    nvtx_ranges: list[str] = field(default_factory=list)
 
     def phase_seconds(self) -> dict[str, float]:
         """The known phases with a plausible time: the file lies in the job's folder, where user code can write."""
@@ -61,14 +65,15 @@ class HarnessStatus:
         text_fields = ("kind", "message", "detail", "build_log")
         if any(not isinstance(fields.get(k, ""), str) for k in text_fields):
             return None
-        if not isinstance(fields.get("line", 0), int):
+        if not isinstance(fields.get("line", 0), int) or not isinstance(fields.get("nvtx_range_count", -1), int):
             return None
         builds = fields.get("builds", [])
         if not isinstance(builds, list) or not all(isinstance(b, dict) for b in builds):
             return None
-        warnings = fields.get("warnings", [])
-        if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
-            return None
+        for name in ("warnings", "nvtx_ranges"):
+            texts = fields.get(name, [])
+            if not isinstance(texts, list) or not all(isinstance(w, str) for w in texts):
+                return None
         return cls(**fields)
 
     @classmethod

@@ -8,7 +8,7 @@ leaves unspecified: the first kind that claims it takes it.
 from __future__ import annotations
 
 from profsvc.kinds import cuda_program, python_problem, python_program
-from profsvc.kinds.base import Built, InputKind, KindContext, RunTarget, Verb
+from profsvc.kinds.base import PROGRAM_TARGET, Built, InputKind, KindContext, RunTarget, Verb
 from profsvc_client.errors import InvalidRequest, Reason
 from profsvc_client.models import SourceKind
 
@@ -36,4 +36,4 @@ def kind_of(kind: SourceKind, file_name: str, text: str) -> InputKind:
     )
 
 
-__all__ = ["KINDS", "Built", "InputKind", "KindContext", "RunTarget", "Verb", "kind_named", "kind_of"]
+__all__ = ["KINDS", "PROGRAM_TARGET", "Built", "InputKind", "KindContext", "RunTarget", "Verb", "kind_named", "kind_of"]

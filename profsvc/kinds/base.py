@@ -77,6 +77,10 @@ class Built:
         return self.compile.ok
 
 
+# What a result says ran when the input is a program (its failures are told in the program's terms).
+PROGRAM_TARGET = "program"
+
+
 @dataclass(frozen=True)
 class RunTarget:
     """What runs under ncu for a Profile."""

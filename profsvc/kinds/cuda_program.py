@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 from profsvc.build.nvcc import build_cuda_program
-from profsvc.kinds.base import Built, KindContext, RunTarget, Verb, refuse_verb
-from profsvc.ncu.command import ANY_PUSH_POP_RANGE, ANY_START_END_RANGE, marks_nvtx_ranges
+from profsvc.kinds.base import PROGRAM_TARGET, Built, KindContext, RunTarget, Verb, refuse_verb
+from profsvc.ncu.command import ANY_NVTX_RANGE, marks_nvtx_ranges
 from profsvc.scheduler.jobs import SourceSpec
 from profsvc_client.errors import InvalidRequest, PreconditionFailed, Reason
 from profsvc_client.models import SourceKind
@@ -69,8 +69,8 @@ class CudaProgram:
             argv=lambda cell: [str(program), *source.args],
             files={},
             readonly=[program.parent],
-            default_nvtx=[ANY_PUSH_POP_RANGE, ANY_START_END_RANGE] if marked else [],
-            target="program",
+            default_nvtx=list(ANY_NVTX_RANGE) if marked else [],
+            target=PROGRAM_TARGET,
             # nvcc compiled it in a cell of its own: its lines are reported under the user's file name.
             locations={str(Path(built.compiled_in) / source.main_name): (source.main_name, 0)},
         )

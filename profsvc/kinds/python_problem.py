@@ -16,6 +16,7 @@ from pathlib import Path
 
 from profsvc.build.python_problem import HarnessStatus, compile_result, harness_argv, source_map
 from profsvc.kinds.base import Built, KindContext, RunTarget, Verb, parse_python, top_level_names
+from profsvc.metrics.nvtx import MEASURED_INCLUDE
 from profsvc.scheduler.jobs import SourceSpec
 from profsvc_client.errors import InvalidRequest, Reason
 from profsvc_client.models import SourceKind, Target
@@ -23,8 +24,6 @@ from profsvc_client.models import SourceKind, Target
 REFERENCE_NAMES = ("Model", "get_inputs", "get_init_inputs")
 CANDIDATE_NAMES = ("ModelNew",)
 PROBLEM_NAMES = frozenset((*REFERENCE_NAMES, *CANDIDATE_NAMES))
-# The NVTX range the harness puts around the measured call.
-HARNESS_RANGE = "profsvc"
 STATUS_NAME = "compile-status.json"
 PROFILE_STATUS = "profile-status.json"
 
@@ -126,7 +125,7 @@ class PythonProblem:
             argv=argv,
             files=source.files(),
             readonly=[context.cache_root],
-            default_nvtx=[f"{HARNESS_RANGE}/"],
+            default_nvtx=[MEASURED_INCLUDE],
             status_name=PROFILE_STATUS,
             target=target.value,
             warm=True,

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from profsvc.build.python_problem import HarnessStatus
-from profsvc.kinds.base import Built, KindContext, RunTarget, Verb, parse_python, refuse_verb
-from profsvc.ncu.command import ANY_PUSH_POP_RANGE, ANY_START_END_RANGE, marks_python_nvtx_ranges
+from profsvc.kinds.base import PROGRAM_TARGET, Built, KindContext, RunTarget, Verb, parse_python, refuse_verb
+from profsvc.ncu.command import ANY_NVTX_RANGE, marks_python_nvtx_ranges
 from profsvc.scheduler.jobs import SourceSpec
 from profsvc_client.models import CompileResult, SourceKind
 
@@ -55,9 +55,9 @@ class PythonProgram:
             argv=argv,
             files={source.main_name: source.main_text},
             readonly=[context.cache_root],
-            default_nvtx=[ANY_PUSH_POP_RANGE, ANY_START_END_RANGE] if marked else [],
+            default_nvtx=list(ANY_NVTX_RANGE) if marked else [],
             status_name=STATUS_NAME,
-            target="program",
+            target=PROGRAM_TARGET,
         )
 
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from profsvc.metrics.catalog import Catalog, load_catalog
 from profsvc.metrics.extract import device_info, kernel_result
 from profsvc.metrics.hotspots import lacks_line_info
-from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE, in_push_pop_range
+from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE, in_profsvc_range
 from profsvc.metrics.reader import load_reader
 from profsvc.metrics.roofline import load_roofline_params
 from profsvc_client.models import Aggregate, DeviceInfo, KernelFilter, KernelResult, KernelShare
@@ -98,7 +98,7 @@ def _matching_actions(context: Any, kernel_filter: KernelFilter) -> Iterator[Any
             indices = list(range(profiled_range.num_actions()))
         for action_index in indices:
             action = profiled_range.action_by_idx(action_index)
-            if in_push_pop_range(action, PROFILER_WARMUP_RANGE):
+            if in_profsvc_range(action, PROFILER_WARMUP_RANGE):
                 continue
             if not name_pattern or name_pattern.search(action.name()):
                 yield action

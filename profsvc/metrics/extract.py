@@ -16,9 +16,18 @@ from typing import Any
 
 from profsvc.metrics.catalog import Breakdown, Catalog, Figure
 from profsvc.metrics.hotspots import source_hotspots
+from profsvc.metrics.nvtx import PROFSVC_DOMAIN, domain_ranges
 from profsvc.metrics.roofline import RooflineParams, load_roofline_params, roofline
 from profsvc.metrics.sass import kernel_sass, sass_count_value
-from profsvc_client.models import DeviceInfo, Dim3, FigureValue, KernelResult, NcuRuleResult, StallReason
+from profsvc_client.models import (
+    DeviceInfo,
+    Dim3,
+    FigureValue,
+    KernelResult,
+    NcuRuleResult,
+    NvtxRanges,
+    StallReason,
+)
 
 _STALL_METRIC = re.compile(r"^smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio$")
 # `selected` is the state of the warp being issued, not a stall.
@@ -158,17 +167,18 @@ def _dim3(action: Any, prefix: str) -> Dim3:
     return Dim3(**{axis: int(numeric(action, f"{prefix}_{axis}") or 0) for axis in ("x", "y", "z")})
 
 
-def nvtx_range(action: Any) -> str:
-    """The innermost NVTX push/pop range of the launch, 'domain@name' outside the default domain."""
-    state = action.nvtx_state()
-    if state is None:
-        return ""
-    for domain_id in state.domains():
-        domain = state.domain_by_id(domain_id)
-        ranges = list(domain.push_pop_ranges()) or list(domain.start_end_ranges())
+def nvtx_ranges(action: Any) -> list[NvtxRanges]:
+    """The NVTX ranges the launch ran under, one entry per domain ("" the default domain)."""
+    return [NvtxRanges(domain=r.domain, push_pop=r.push_pop, start_end=r.start_end) for r in domain_ranges(action)]
+
+
+def innermost_range(stacks: list[NvtxRanges]) -> str:
+    """The innermost push/pop range of the first domain that has one (else its last start/end range),
+    'domain@name' outside the default domain; the user's domains before profsvc's."""
+    for stack in sorted(stacks, key=lambda s: s.domain == PROFSVC_DOMAIN):
+        ranges = stack.push_pop or stack.start_end
         if ranges:
-            name = domain.name()
-            return ranges[-1] if name in ("", "<default domain>") else f"{name}@{ranges[-1]}"
+            return f"{stack.domain}@{ranges[-1]}" if stack.domain else ranges[-1]
     return ""
 
 
@@ -181,6 +191,7 @@ def kernel_result(
 ) -> KernelResult:
     """Everything profsvc reports for one profiled launch."""
     values = figures(action, catalog)
+    stacks = nvtx_ranges(action)
     return KernelResult(
         name=action.name(),
         demangled_name=action.name(demangled_base),
@@ -189,7 +200,8 @@ def kernel_result(
         figures=values,
         stalls=stall_reasons(action),
         ncu_rules=ncu_rules(action),
-        nvtx_range=nvtx_range(action),
+        nvtx_range=innermost_range(stacks),
+        nvtx=stacks,
         launch_index=launch_index,
         roofline=roofline({name: v.value for name, v in values.items()}, roofline_params or load_roofline_params()),
         hotspots=source_hotspots(action),

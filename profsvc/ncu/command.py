@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Ranges a .cu program marks with NVTX: any push/pop range, any start/end range.
-ANY_PUSH_POP_RANGE = "regex:.+/"
-ANY_START_END_RANGE = "regex:.+"
+# Ranges a program marks with NVTX: any push/pop range and any start/end range, of the default domain (ncu reads
+# an include without `@` as the default domain's) and of any named one (`regex:` matches the domain part too).
+ANY_NVTX_RANGE = ("regex:.+/", "regex:.+", "regex:.+@.+/", "regex:.+@.+")
 _NVTX_USE = re.compile(
     r"\bnvtx(?:Range(?:Push|Start)|DomainRange(?:Push|Start))\w*\s*\(|nvtx3::scoped_range|NVTX3_FUNC_RANGE"
 )

@@ -167,6 +167,19 @@ def hotspot_lines(kernel: KernelResult) -> list[str]:
     return lines
 
 
+def nvtx_line(kernel: KernelResult) -> str:
+    """The NVTX ranges the launch ran under, per domain: `domain@outer/inner` (no `domain@` for the default
+    domain), start/end ranges after `start/end`."""
+    labels = []
+    for stack in kernel.nvtx:
+        parts = ["/".join(stack.push_pop)] if stack.push_pop else []
+        if stack.start_end:
+            parts.append("start/end " + ",".join(stack.start_end))
+        text = " ".join(parts)
+        labels.append(f"{stack.domain}@{text}" if stack.domain else text)
+    return "NVTX: " + "  |  ".join(labels) if labels else ""
+
+
 def render_kernel(kernel: KernelResult, catalog: Catalog) -> list[str]:
     """The lines of one kernel's section."""
     duration = kernel.figures.get("duration")
@@ -174,6 +187,8 @@ def render_kernel(kernel: KernelResult, catalog: Catalog) -> list[str]:
         f"#{kernel.launch_index + 1} {kernel.name}  grid {_dims(kernel.grid)}  block {_dims(kernel.block)}"
         + (f"  {format_value(duration.value, duration.unit)}" if duration else "")
     ]
+    if nvtx := nvtx_line(kernel):
+        lines.append(nvtx)
     for title, group in SECTIONS:
         figures = [f for f in catalog.figures if f.group == group and f.name in kernel.figures]
         shown = [f for f in figures if kernel.figures[f.name].value is not None]

@@ -29,10 +29,10 @@ from profsvc.config import ServerConfig
 from profsvc.host import HostInfo
 from profsvc.jail import Jail, close_jail
 from profsvc.jobenv import torch_arch_list
-from profsvc.kinds import Built, KindContext, RunTarget, kind_named
+from profsvc.kinds import PROGRAM_TARGET, Built, KindContext, RunTarget, kind_named
 from profsvc.metrics.analysis import ReportAnalysis
 from profsvc.metrics.catalog import load_catalog
-from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE
+from profsvc.metrics.nvtx import MEASURED_INCLUDE, WARMUP_INCLUDE
 from profsvc.ncu.command import (
     NcuOptions,
     ncu_command,
@@ -46,6 +46,7 @@ from profsvc.scheduler.artifacts import Workspaces
 from profsvc.scheduler.cells import Cells
 from profsvc.scheduler.compiled import CompiledSources
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
+from profsvc.scheduler.program_outcome import program_failure
 from profsvc.scheduler.relay import Relay
 from profsvc.scheduler.sessions import SessionKey, SessionStore
 from profsvc.scheduler.standby import StandbyPool, StandbySpec
@@ -66,7 +67,6 @@ from profsvc_client.models import (
     Target,
 )
 
-HARNESS_RANGE = "profsvc"
 HARNESS_MODULE = "profsvc.worker.harness"
 ANALYZE_MODULE = "profsvc.worker.analyze_report"
 BUILDER_MODULE = "profsvc.worker.builder"
@@ -487,7 +487,7 @@ class Scheduler:
 
     def _default_ncu_options(self, report: Path) -> NcuOptions:
         """What a Python problem's Profile collects when the request names no metric set and no filter."""
-        return self._ncu_options(ProfileSpec(source=_ANY_PYTHON_PROBLEM), report, [f"{HARNESS_RANGE}/"])
+        return self._ncu_options(ProfileSpec(source=_ANY_PYTHON_PROBLEM), report, [MEASURED_INCLUDE])
 
     def _warm_ncu_options(self, report: Path) -> NcuOptions:
         """The default options plus the warm worker's own kernel, profiled in its warm-up range before the job
@@ -497,7 +497,7 @@ class Scheduler:
             return options
         return dataclasses.replace(
             options,
-            nvtx_include=[*options.nvtx_include, f"{PROFILER_WARMUP_RANGE}/"],
+            nvtx_include=[*options.nvtx_include, WARMUP_INCLUDE],
             launch_count=options.launch_count + 1,
         )
 
@@ -590,6 +590,7 @@ class Scheduler:
                 seconds=outcome.seconds,
             )
             locations = dict(target.locations)
+            status: HarnessStatus | None = None
             if target.status_name:
                 status = HarnessStatus.read(
                     job.workspace / target.status_name,
@@ -601,8 +602,17 @@ class Scheduler:
                 # Extensions built lazily during the run: their lines too.
                 locations.update(source_map(status.builds, source.main_name))
                 result.warnings.extend(status.warnings)
-                if not status.ok:
+                if not status.ok and target.target != PROGRAM_TARGET:
                     result.error = job_error(status)
+                    return self._finish(result)
+            if target.target == PROGRAM_TARGET:
+                # Told in the program's terms, with its last lines of output.
+                default_selection = not spec.kernel_filter.nvtx_include
+                program_error = program_failure(
+                    source.main_name, outcome, status, options, default_selection=default_selection
+                )
+                if program_error is not None:
+                    result.error = program_error
                     return self._finish(result)
             failure = self._ncu_failure(outcome)
             if failure is not None or outcome.report is None:

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from profsvc.metrics.analysis import analyze_report
-from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE, in_push_pop_range
+from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE, in_profsvc_range
 from profsvc.metrics.reader import load_reader
 from profsvc_client.client import ProfilerClient, load_source
 from profsvc_client.models import KernelFilter, KernelSource, ProfileResult, SourceFile, Stage
@@ -42,7 +42,9 @@ def test_seed_problem_profiles_only_the_candidate_kernel(gpu_client, tmp_path):
     _sane(result)
     assert [k.name for k in result.kernels] == ["vga_linear_kernel"]
     kernel = result.kernels[0]
-    assert kernel.nvtx_range == "profsvc"
+    # The harness's range, in profsvc's own domain.
+    assert kernel.nvtx_range == "profsvc@profsvc"
+    assert [(s.domain, s.push_pop) for s in kernel.nvtx] == [("profsvc", ["profsvc"])]
     assert (kernel.grid.x, kernel.grid.y, kernel.block.x) == (8, 12, 224)
     assert 0.5e3 < kernel.value("duration") < 100e3  # ns: a tiny kernel, about 2.6 μs in the fixtures
     assert kernel.stalls[0].share_pct <= 100
@@ -124,7 +126,7 @@ def test_a_warm_workers_own_kernel_stays_out_of_the_result_and_adds_little_to_th
     print(f"ncu run {result.ncu.seconds:.2f} s, passes {result.ncu.passes}")
     report = gpu_client.download_artifact(result.artifacts[0].id, tmp_path)
     actions = [a for r in load_reader().load_report(str(report)) for a in r]
-    warmup = [in_push_pop_range(a, PROFILER_WARMUP_RANGE) for a in actions]
+    warmup = [in_profsvc_range(a, PROFILER_WARMUP_RANGE) for a in actions]
     assert warmup == ([True, False] if primes else [False])
     assert "vga_linear_kernel" in actions[-1].name()
     # The seed's kernel alone makes a report of about 230 KB; torch's fill kernel as the worker's own added 2.3 MB.

@@ -183,6 +183,25 @@ def test_cli_batch_against_a_server_without_gpu(served, tmp_path):
     assert len(checkpoint_path(out).read_text().splitlines()) == 5
 
 
+def test_each_rows_nvtx_ranges_and_target_from_real_reports(served, tmp_path):
+    # Each archetype program pushed one range of the default domain around its kernel (read from its source).
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    names = ["bank_conflicts", "tensor_gemm", "tiny_grid"]
+    for name in names:
+        shutil.copy(FIXTURES / "archetypes" / f"{name}.ncu-rep", reports / f"{name}.ncu-rep")
+    out = tmp_path / "ranges.parquet"
+    done = run_cli("batch", reports, "--out", out, "--server", served)
+    assert done.returncode == 0, done.stderr
+    frame = read_results(out)
+    for name in names:
+        source = (EXAMPLES / "archetypes" / f"{name}.cu").read_text()
+        pushed = source.split('nvtxRangePushA("', 1)[1].split('"', 1)[0]
+        row = frame[frame["problem"] == f"{name}.ncu-rep"].iloc[0]
+        assert json.loads(row["nvtx"]) == [{"domain": "", "push_pop": [pushed], "start_end": []}]
+    assert set(frame["target"]) == {""}  # a report read: nothing ran
+
+
 def test_cli_batch_bad_input_is_one_line(served, tmp_path):
     done = run_cli("batch", tmp_path / "nothing", "--out", tmp_path / "r.parquet", "--server", served)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1

@@ -49,10 +49,15 @@ def test_analyze_filter_by_name(client):
 
 
 @pytest.mark.parametrize("warm", [False, True], ids=["fresh worker", "warm worker"])
-@pytest.mark.parametrize(("include", "kernels"), [("profsvc/", 1), ("no_such_range/", 0)])
+@pytest.mark.parametrize(
+    ("include", "kernels"),
+    [("profsvc/", 1), ("no_such_range/", 0), ("profsvc@profsvc/", 0), ("regex:prof.*/", 1), ("[profsvc", 1)],
+)
 def test_analyze_filter_by_nvtx_range(client, served, warm, include, kernels):
-    # The seed's report: its one kernel ran in the harness's push/pop range "profsvc". The reader's NVTX filter
-    # once crashed the report worker (grpc, or in a warm worker matplotlib, loaded before ncu_report).
+    # The seed's report: its one kernel ran in a push/pop range "profsvc" of the default domain (the harness of the
+    # time pushed it there, as a user's code would): profsvc's own domain, "profsvc@", does not select it. The
+    # reader's NVTX filter once crashed the report worker (grpc, or in a warm worker matplotlib, loaded before
+    # ncu_report).
     report = FIXTURES / "seed47_default.ncu-rep"
     kernel_filter = KernelFilter(nvtx_include=[include])
     if warm:

@@ -85,10 +85,9 @@ def test_a_programs_arguments_are_kept_and_bounded():
 
 
 def test_default_kernel_selection_follows_the_source():
-    from profsvc.ncu.command import ANY_PUSH_POP_RANGE, marks_nvtx_ranges, marks_python_nvtx_ranges
+    from profsvc.ncu.command import marks_nvtx_ranges, marks_python_nvtx_ranges
 
     assert marks_python_nvtx_ranges(PROGRAM.decode())
     assert marks_python_nvtx_ranges("torch.cuda.nvtx.range_push('x')\n")
     assert not marks_python_nvtx_ranges(PLAIN.decode())
     assert not marks_nvtx_ranges("int main() {}")
-    assert ANY_PUSH_POP_RANGE.startswith("regex:")

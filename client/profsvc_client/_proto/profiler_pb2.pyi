@@ -374,8 +374,18 @@ class Hint(_message.Message):
     docs: str
     def __init__(self, rule_id: _Optional[str] = ..., origin: _Optional[str] = ..., severity: _Optional[str] = ..., title: _Optional[str] = ..., message: _Optional[str] = ..., advice: _Optional[str] = ..., estimated_speedup_pct: _Optional[float] = ..., evidence: _Optional[_Iterable[_Union[Evidence, _Mapping]]] = ..., source_lines: _Optional[_Iterable[str]] = ..., docs: _Optional[str] = ...) -> None: ...
 
+class NvtxRanges(_message.Message):
+    __slots__ = ("domain", "push_pop", "start_end")
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    PUSH_POP_FIELD_NUMBER: _ClassVar[int]
+    START_END_FIELD_NUMBER: _ClassVar[int]
+    domain: str
+    push_pop: _containers.RepeatedScalarFieldContainer[str]
+    start_end: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, domain: _Optional[str] = ..., push_pop: _Optional[_Iterable[str]] = ..., start_end: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class KernelResult(_message.Message):
-    __slots__ = ("name", "demangled_name", "grid", "block", "figures", "stalls", "ncu_rules", "nvtx_range", "launch_index", "roofline", "hotspots", "occupancy_limiter", "hints", "inconsistencies")
+    __slots__ = ("name", "demangled_name", "grid", "block", "figures", "stalls", "ncu_rules", "nvtx_range", "launch_index", "roofline", "hotspots", "occupancy_limiter", "hints", "inconsistencies", "nvtx")
     class FiguresEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -397,6 +407,7 @@ class KernelResult(_message.Message):
     OCCUPANCY_LIMITER_FIELD_NUMBER: _ClassVar[int]
     HINTS_FIELD_NUMBER: _ClassVar[int]
     INCONSISTENCIES_FIELD_NUMBER: _ClassVar[int]
+    NVTX_FIELD_NUMBER: _ClassVar[int]
     name: str
     demangled_name: str
     grid: Dim3
@@ -411,7 +422,8 @@ class KernelResult(_message.Message):
     occupancy_limiter: str
     hints: _containers.RepeatedCompositeFieldContainer[Hint]
     inconsistencies: _containers.RepeatedCompositeFieldContainer[Inconsistency]
-    def __init__(self, name: _Optional[str] = ..., demangled_name: _Optional[str] = ..., grid: _Optional[_Union[Dim3, _Mapping]] = ..., block: _Optional[_Union[Dim3, _Mapping]] = ..., figures: _Optional[_Mapping[str, FigureValue]] = ..., stalls: _Optional[_Iterable[_Union[StallReason, _Mapping]]] = ..., ncu_rules: _Optional[_Iterable[_Union[NcuRuleResult, _Mapping]]] = ..., nvtx_range: _Optional[str] = ..., launch_index: _Optional[int] = ..., roofline: _Optional[_Union[Roofline, _Mapping]] = ..., hotspots: _Optional[_Iterable[_Union[SourceHotspot, _Mapping]]] = ..., occupancy_limiter: _Optional[str] = ..., hints: _Optional[_Iterable[_Union[Hint, _Mapping]]] = ..., inconsistencies: _Optional[_Iterable[_Union[Inconsistency, _Mapping]]] = ...) -> None: ...
+    nvtx: _containers.RepeatedCompositeFieldContainer[NvtxRanges]
+    def __init__(self, name: _Optional[str] = ..., demangled_name: _Optional[str] = ..., grid: _Optional[_Union[Dim3, _Mapping]] = ..., block: _Optional[_Union[Dim3, _Mapping]] = ..., figures: _Optional[_Mapping[str, FigureValue]] = ..., stalls: _Optional[_Iterable[_Union[StallReason, _Mapping]]] = ..., ncu_rules: _Optional[_Iterable[_Union[NcuRuleResult, _Mapping]]] = ..., nvtx_range: _Optional[str] = ..., launch_index: _Optional[int] = ..., roofline: _Optional[_Union[Roofline, _Mapping]] = ..., hotspots: _Optional[_Iterable[_Union[SourceHotspot, _Mapping]]] = ..., occupancy_limiter: _Optional[str] = ..., hints: _Optional[_Iterable[_Union[Hint, _Mapping]]] = ..., inconsistencies: _Optional[_Iterable[_Union[Inconsistency, _Mapping]]] = ..., nvtx: _Optional[_Iterable[_Union[NvtxRanges, _Mapping]]] = ...) -> None: ...
 
 class Inconsistency(_message.Message):
     __slots__ = ("check", "message", "figures")
