@@ -417,11 +417,15 @@ def _launches(reader, report: Path) -> list[tuple[KernelResult, Any]]:
 
 
 def _same_launch(kernels: list[KernelResult], pages: list, report: Path) -> list[tuple[KernelResult, Any]]:
-    """Each launch profsvc reports with the page's rows of that launch (by name, in launch order)."""
+    """Each launch profsvc reports with the page's rows of that launch (by name, in launch order; by the
+    report's result index where ncu's page spells the name otherwise: it shows torch's spin kernel, for one,
+    as at::<unnamed>::spin_kernel, the report's demangled name as at::cuda::<unnamed>::spin_kernel)."""
     paired = []
     for kernel in kernels:
         same = [p for p in pages if p.kernel == kernel.demangled_name]
         earlier = sum(k.demangled_name == kernel.demangled_name for k, _ in paired)
+        if len(same) <= earlier:
+            same, earlier = [p for p in pages if p.result_id == kernel.launch_index], 0
         assert len(same) > earlier, f"{report_id(report)}: ncu's page shows no {kernel.demangled_name}"
         paired.append((kernel, same[earlier]))
     return paired
