@@ -69,7 +69,7 @@ def sources(count: int) -> list[Path]:
 
 def changed(path: Path, tag: str) -> Any:
     """The file as a new source: a comment changed, so nothing of it is remembered."""
-    from profsvc_client.models import KernelSource, SourceFile
+    from profsvc_contract.models import KernelSource, SourceFile
 
     text = path.read_bytes() + f"\n# agent iteration {tag}\n".encode()
     return KernelSource(main=SourceFile(name=path.name, content=text))

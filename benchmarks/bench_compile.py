@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_fastpath import SEED, Server
 
 from profsvc_client.client import ProfilerClient, load_source
-from profsvc_client.models import SourceFile
+from profsvc_contract.models import SourceFile
 
 
 def _timed_compiles(server: Server, problem: Path, runs: int, *, distinct: bool, pause: float) -> list[float]:

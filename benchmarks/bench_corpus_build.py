@@ -109,7 +109,7 @@ def start_server(work: Path, unjailed: bool, timeout: float) -> tuple[Server, di
 def ours(server: Server, source: Path, timeout: float) -> dict[str, Any]:
     """One cold Compile of a corpus file through the server: seconds, builds (routes, reasons, ninja's steps)."""
     from profsvc_client.client import ProfilerClient
-    from profsvc_client.models import KernelSource, SourceFile
+    from profsvc_contract.models import KernelSource, SourceFile
 
     start = time.monotonic()
     try:

@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from profsvc_client import errors  # noqa: E402
 from profsvc_client.client import ProfilerClient, load_source  # noqa: E402
+from profsvc_contract import errors  # noqa: E402
 from tests.faults.problems import FAULTS, GOOD, source  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -16,8 +16,6 @@ from pathlib import Path
 
 from profsvc_client import ProfilerClient, ProfsvcError
 from profsvc_client.client import load_source
-from profsvc_client.policy import static_check_summary
-from profsvc_client.text import render_correctness_lines
 
 
 def main() -> int:
@@ -31,7 +29,7 @@ def main() -> int:
     with ProfilerClient(args.server, timeout=900) as client:
         try:
             lint = client.static_check(source)
-            print(f"static_check: {static_check_summary(lint)}")
+            print(lint.report_text, end="")
             for finding in lint.findings:
                 print(f"  line {finding.line}: [{finding.rule_id}] {finding.message}")
             built = client.compile(source)
@@ -41,7 +39,7 @@ def main() -> int:
                     print(f"  {d.file}:{d.line}:{d.column}: {d.message}")
                 return 1
             correctness = client.check_correctness(source)
-            print("\n".join(render_correctness_lines(correctness)))
+            print(correctness.report_text, end="")
             if not correctness.ok:
                 return 1
             profile = client.profile(source, session_id=args.session)

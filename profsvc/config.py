@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
-from profsvc_client.errors import InvalidRequest
-from profsvc_client.settings import checked_token
+from profsvc_contract.errors import InvalidRequest
+from profsvc_contract.tokens import checked_token
 
 _IDENTITY = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from profsvc.ncu.locate import NcuInstall, find_ncu
 from profsvc.proc import run_process
-from profsvc_client.models import GpuInfo
+from profsvc_contract.models import GpuInfo
 
 _NVCC_VERSION = re.compile(r"release (\d+\.\d+)")
 

@@ -21,7 +21,7 @@ from profsvc.config import ServerConfig
 from profsvc.metrics.analysis import ReportAnalysis, analyze_report
 from profsvc.server.app import EmbeddedServer
 from profsvc_client.client import ProfilerClient
-from profsvc_client.models import KernelResult
+from profsvc_contract.models import KernelResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # Every committed report, archetypes and the primed worker's included: the parity tests cover each.

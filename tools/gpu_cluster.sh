@@ -10,7 +10,9 @@ out="${OUT:-gpu-out}"
 mkdir -p "$out"
 work=$(mktemp -d)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH="/tmp/site:$PWD:$PWD/client${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="/tmp/site:$PWD:$PWD/contract:$PWD/client${PYTHONPATH:+:$PYTHONPATH}"
+# Installed as they are here, for the entry points of `profsvc serve` and the embedded service.
+python3 -m pip install -q --no-index --no-build-isolation --no-deps -e ./contract -e ./client -e . || exit 1
 export PROFSVC_CLUSTER_RESULTS="$work"
 {
   date -u

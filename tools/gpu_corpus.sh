@@ -14,7 +14,9 @@ shift
 out="${OUT:-gpu-out}"
 mkdir -p "$out"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH="/tmp/site:$PWD:$PWD/client${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export PYTHONPATH="/tmp/site:$PWD:$PWD/contract:$PWD/client${PYTHONPATH:+:$PYTHONPATH}"
+# Installed as they are here, for the entry points of `profsvc serve` and the embedded service.
+python3 -m pip install -q --no-index --no-build-isolation --no-deps -e ./contract -e ./client -e . || exit 1 PYTHONUNBUFFERED=1
 # The jail's tool, carried as Debian's package (.whl/debs/bubblewrap_*.deb), unpacked beside the wheels.
 dpkg -x .whl/debs/bubblewrap_*.deb /tmp/bwrap && export PROFSVC_BWRAP=/tmp/bwrap/usr/bin/bwrap || exit 1
 {

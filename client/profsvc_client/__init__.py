@@ -1,7 +1,7 @@
-"""profsvc client: typed results, the gRPC `ProfilerClient` and the `profsvc` CLI.
+"""profsvc client: the gRPC `ProfilerClient`, its asyncio twin, the `profsvc` CLI, MCP tools and batches.
 
-The names below load on first use, so that importing `profsvc_client.models` alone does not import grpc: a
-process that reads reports (ncu_report) must not load grpc first (`IRange.actions_by_nvtx` then crashes it).
+The typed results and errors are the contract's (profsvc_contract), exported here too. The names below load on
+first use, so that importing this package does not import grpc (nor pandas, for `read_results`).
 """
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from profsvc_client.client import ProfilerClient
-    from profsvc_client.errors import ProfsvcError, Reason
-    from profsvc_client.models import (
+    from profsvc_client.aio import AsyncProfilerClient
+    from profsvc_client.batch import read_results
+    from profsvc_client.client import ProfilerClient, load_source
+    from profsvc_contract.errors import ProfsvcError, Reason
+    from profsvc_contract.models import (
         Capabilities,
         CompileResult,
         KernelFilter,
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "AsyncProfilerClient",
     "Capabilities",
     "CompileResult",
     "KernelFilter",
@@ -37,12 +40,17 @@ __all__ = [
     "Reason",
     "SourceFile",
     "SourceKind",
+    "load_source",
+    "read_results",
 ]
 _MODULE_OF = {
-    **dict.fromkeys(__all__, "profsvc_client.models"),
+    **dict.fromkeys(__all__, "profsvc_contract.models"),
     "ProfilerClient": "profsvc_client.client",
-    "ProfsvcError": "profsvc_client.errors",
-    "Reason": "profsvc_client.errors",
+    "AsyncProfilerClient": "profsvc_client.aio",
+    "load_source": "profsvc_client.client",
+    "read_results": "profsvc_client.batch",
+    "ProfsvcError": "profsvc_contract.errors",
+    "Reason": "profsvc_contract.errors",
 }
 
 

@@ -11,8 +11,6 @@ import grpc
 from google.protobuf.message import Message
 from pydantic import BaseModel
 
-from profsvc_client import errors
-from profsvc_client._proto import profiler_pb2 as pb
 from profsvc_client.client import (
     _Connection,
     analyze_requests,
@@ -23,8 +21,10 @@ from profsvc_client.client import (
     translate_error,
     trials_request,
 )
-from profsvc_client.convert import to_model, to_proto
-from profsvc_client.models import (
+from profsvc_contract import errors
+from profsvc_contract._proto import profiler_pb2 as pb
+from profsvc_contract.convert import to_model, to_proto
+from profsvc_contract.models import (
     BenchmarkResult,
     Capabilities,
     CompileResult,

@@ -42,9 +42,9 @@ from itertools import islice
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from profsvc_client import errors
 from profsvc_client.client import ProfilerClient
-from profsvc_client.models import KernelFilter, KernelSource, ProfileResult, SourceFile, StaticCheckResult
+from profsvc_contract import errors
+from profsvc_contract.models import KernelFilter, KernelSource, ProfileResult, SourceFile, StaticCheckResult
 
 if TYPE_CHECKING:
     import pandas

@@ -15,13 +15,16 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from profsvc_client import errors
 from profsvc_client.client import ProfilerClient, load_source
-from profsvc_client.markdown import render_evaluation_markdown, render_markdown
-from profsvc_client.models import (
+from profsvc_client.policy import build_policy
+from profsvc_client.settings import resolve_settings
+from profsvc_contract import errors
+from profsvc_contract.channel import port_number
+from profsvc_contract.models import (
     BenchmarkResult,
     CompileResult,
     CorrectnessResult,
@@ -32,10 +35,11 @@ from profsvc_client.models import (
     StaticCheckResult,
     StaticPolicy,
 )
-from profsvc_client.policy import build_policy, static_check_summary
-from profsvc_client.settings import resolve_settings
-from profsvc_client.text import render_benchmark_lines, render_correctness_lines
 
+# Entry point groups other packages register into: CLI subcommands (the server's `serve`), and the service a
+# command without --server runs in its own process.
+COMMANDS_GROUP = "profsvc.commands"
+EMBEDDED_GROUP = "profsvc.embedded"
 EXIT_OK = 0
 # The shell's convention for a command stopped by Ctrl-C (128 + SIGINT).
 EXIT_INTERRUPTED = 130
@@ -49,31 +53,6 @@ def _add_connection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token-file", type=Path, default=None, help="file with the bearer token (or PROFSVC_TOKEN)")
     parser.add_argument("--tls", action="store_true", help="connect with TLS, verifying the server with system roots")
     parser.add_argument("--tls-ca", type=Path, default=None, help="PEM CA that signed the server (or PROFSVC_TLS_CA)")
-
-
-def _port(text: str) -> int:
-    """A TCP port number (argparse type: out of range is a usage error, not a traceback)."""
-    port = int(text)
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{port} is not a port number (0 to 65535)")
-    return port
-
-
-_SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-
-
-def _size(text: str) -> int:
-    """A size in bytes, with an optional K, M, G or T suffix (powers of 1024): `20G` (argparse type)."""
-    number, unit = text.strip().upper().removesuffix("B"), ""
-    if number[-1:] in _SIZE_UNITS:
-        number, unit = number[:-1], number[-1]
-    try:
-        size = int(float(number) * _SIZE_UNITS[unit])
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size (bytes, or a number with K, M, G or T)") from None
-    if size <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive size")
-    return size
 
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
@@ -123,55 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="profsvc", description="GPU kernel profiling service (Nsight Compute).")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    serve = commands.add_parser("serve", help="run the gRPC server")
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
-    serve.add_argument("--port", type=_port, default=50051)
-    serve.add_argument("--state-dir", type=Path, default=None, help="build cache and job folders")
-    serve.add_argument(
-        "--token-file",
-        type=Path,
-        default=None,
-        help="require a bearer token on every call: one token a line, optionally name:token (one identity each)",
-    )
-    serve.add_argument("--tls-cert", type=Path, default=None, help="serve TLS with this PEM certificate chain")
-    serve.add_argument("--tls-key", type=Path, default=None, help="the PEM private key of --tls-cert")
-    serve.add_argument("--insecure", action="store_true", help="allow a non-loopback --host without a token")
-    serve.add_argument("--metrics-port", type=_port, default=None, help="serve Prometheus /metrics on this port")
-    serve.add_argument(
-        "--metrics-host",
-        default="127.0.0.1",
-        help="address /metrics binds (default loopback only; the endpoint asks for the same token and TLS)",
-    )
-    serve.add_argument(
-        "--disk-budget",
-        type=_size,
-        default=None,
-        help="bytes kept of finished jobs' folders, oldest removed first; also the most uploads in progress may "
-        "hold (default 20G)",
-    )
-    serve.add_argument("--job-timeout", type=float, default=None, help="kill a job's process after this many seconds")
-    serve.add_argument(
-        "--shutdown-grace",
-        type=float,
-        default=None,
-        help="on SIGTERM or SIGINT, seconds the requests in flight get to finish (default 30)",
-    )
-    serve.add_argument(
-        "--no-warm-workers", action="store_true", help="start every worker fresh (no processes kept warm ahead of jobs)"
-    )
-    serve.add_argument(
-        "--unjailed",
-        action="store_true",
-        help="run jobs without the jail (bubblewrap) on a host that has none: loopback only; every result says so",
-    )
-    serve.add_argument(
-        "--build-timeout", type=float, default=None, help="kill a build or a module's import after this many seconds"
-    )
-    serve.add_argument(
-        "--no-ncu-warmup",
-        action="store_true",
-        help="warm ncu workers do not profile a kernel of their own before their job (README: ncu's first kernel)",
-    )
+    # Commands of other installed packages (the server's `serve`), found by entry point, never imported by name.
+    for command in entry_points(group=COMMANDS_GROUP):
+        command.load()(commands)
 
     caps = commands.add_parser("capabilities", help="what the server offers (GPUs, ncu, metric sets)")
     _add_target(caps)
@@ -246,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     mcp = commands.add_parser("mcp", help="serve the agent tools over MCP (stdio or streamable HTTP)")
     mcp.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default stdio")
     mcp.add_argument("--host", default="127.0.0.1", help="HTTP address to bind (default loopback only)")
-    mcp.add_argument("--port", type=_port, default=8000, help="HTTP port (default 8000; the endpoint is /mcp)")
+    mcp.add_argument("--port", type=port_number, default=8000, help="HTTP port (default 8000; the endpoint is /mcp)")
     mcp.add_argument("--reference", type=Path, default=None, help="reference module for calls that bring none")
     mcp.add_argument("--policy", type=Path, default=None, help="static-check policy for calls that set none (TOML)")
     mcp.add_argument("--insecure", action="store_true", help="allow a non-loopback --host (HTTP has no auth)")
@@ -276,8 +209,10 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("--gpus", type=int, default=None, help="GPUs to use (default all nvidia-smi lists)")
     local.add_argument("--cpu-workers", type=int, default=0, help="workers without a GPU, for lint and analyze")
     local.add_argument("--host", default="127.0.0.1", help="address of the scheduler and workers (default loopback)")
-    local.add_argument("--port", type=_port, default=8786, help="the scheduler's port (default 8786)")
-    local.add_argument("--dashboard-port", type=_port, default=8787, help="the Dask dashboard's port (default 8787)")
+    local.add_argument("--port", type=port_number, default=8786, help="the scheduler's port (default 8786)")
+    local.add_argument(
+        "--dashboard-port", type=port_number, default=8787, help="the Dask dashboard's port (default 8787)"
+    )
     local.add_argument("--state-dir", type=Path, default=None, help="build cache and the workers' state (as serve)")
     local.add_argument("--no-warm-workers", action="store_true", help="the workers' services keep nothing warm")
     local.add_argument(
@@ -298,22 +233,16 @@ def connect(args: argparse.Namespace) -> Iterator[ProfilerClient]:
         with client:
             yield client
         return
-    try:
-        from profsvc.config import ServerConfig
-        from profsvc.server.app import EmbeddedServer
-    except ImportError:
+    services = list(entry_points(group=EMBEDDED_GROUP))
+    if not services:
         raise errors.PreconditionFailed(
-            "no --server given and the server package is not installed: pass --server HOST:PORT or pip install profsvc",
+            "no --server given and the server package is not installed here: pass --server HOST:PORT, or install "
+            "it from the repository (pip install -e .)",
             errors.Reason.UNAVAILABLE,
-        ) from None
-    # The user's own code on the user's own machine: jailed where the host allows, else said in each result.
-    embedded = EmbeddedServer(ServerConfig(jail="auto"))
-    target = embedded.start()
-    try:
-        with ProfilerClient(target) as client:
-            yield client
-    finally:
-        embedded.stop()
+        )
+    # The service in this process, from the server package (profsvc.cli.embedded).
+    with services[0].load()() as target, ProfilerClient(target) as client:
+        yield client
 
 
 class ProgressLine:
@@ -355,7 +284,7 @@ def _emit_result(result: ProfileResult, args: argparse.Namespace, client: Profil
         (args.out / "report.txt").write_text(result.report_text)
         for artifact in result.artifacts:
             client.download_artifact(artifact.id, args.out)
-    rendered = {"json": lambda: result.model_dump_json(indent=2) + "\n", "md": lambda: render_markdown(result)}
+    rendered = {"json": lambda: result.model_dump_json(indent=2) + "\n", "md": lambda: result.report_markdown}
     print(rendered.get(args.format, lambda: result.report_text)(), end="")
     return EXIT_OK if result.ok else EXIT_RESULT_FAILED
 
@@ -385,16 +314,13 @@ def _run_tool(client: ProfilerClient, args: argparse.Namespace, policy: StaticPo
     result: StaticCheckResult | CorrectnessResult | BenchmarkResult | EvaluateResult
     if args.command == "lint":
         result = client.static_check(source, policy=policy)
-        lines = [
-            f"{args.file.name}:{f.line}:{f.column}: {f.severity}: [{f.rule_id}] {f.message}" for f in result.findings
-        ]
-        text = "\n".join([*lines, f"static check: {static_check_summary(result)}"]) + "\n"
+        text = result.report_text
     elif args.command == "check":
         result = client.check_correctness(source, trials=args.trials)
-        text = "\n".join(render_correctness_lines(result)) + "\n"
+        text = result.report_text
     elif args.command == "time":
         result = client.benchmark(source, trials=args.trials)
-        text = "\n".join(render_benchmark_lines(result)) + "\n"
+        text = result.report_text
     else:
         progress = ProgressLine()
         try:
@@ -408,62 +334,13 @@ def _run_tool(client: ProfilerClient, args: argparse.Namespace, policy: StaticPo
             )
         finally:
             progress.close()
-        text = render_evaluation_markdown(result) if args.format == "md" else result.report_text
+        text = result.report_markdown if args.format == "md" else result.report_text
     if args.format == "json":
         text = result.model_dump_json(indent=2) + "\n"
     elif args.format == "md" and not isinstance(result, EvaluateResult):
         text = f"```text\n{text}```\n"
     print(text, end="")
     return EXIT_OK if result.ok else EXIT_RESULT_FAILED
-
-
-def _serve(args: argparse.Namespace) -> int:
-    try:
-        import asyncio
-        import logging
-
-        from pydantic import ValidationError
-
-        from profsvc.config import ServerConfig, read_tokens
-        from profsvc.server.app import serve
-        from profsvc.telemetry import JsonFormatter
-    except ImportError:
-        raise errors.PreconditionFailed(
-            "`profsvc serve` needs the server package: pip install profsvc", errors.Reason.UNAVAILABLE
-        ) from None
-    handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter())
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
-    options: dict[str, object] = {"host": args.host, "port": args.port, "metrics_port": args.metrics_port}
-    options["metrics_host"] = args.metrics_host
-    if args.disk_budget is not None:
-        options["disk_budget_bytes"] = args.disk_budget
-    options["warm_workers"] = not args.no_warm_workers
-    options["ncu_warmup"] = not args.no_ncu_warmup
-    if args.shutdown_grace is not None:
-        options["shutdown_grace_s"] = args.shutdown_grace
-    limits: dict[str, float] = {}
-    if args.job_timeout is not None:
-        limits["job_timeout_s"] = args.job_timeout
-    if args.build_timeout is not None:
-        limits["compile_timeout_s"] = args.build_timeout
-    options["limits"] = limits
-    if args.unjailed:
-        options["jail"] = "off"
-    if args.state_dir is not None:
-        options["state_dir"] = args.state_dir
-    security = {"tls_cert": args.tls_cert, "tls_key": args.tls_key, "insecure": args.insecure}
-    if args.token_file is not None:
-        security["tokens"] = read_tokens(args.token_file)
-        security["token_file"] = args.token_file.resolve()
-    try:
-        config = ServerConfig(**options, security=security)
-    except ValidationError as error:
-        reason = error.errors()[0]["msg"].removeprefix("Value error, ")
-        raise errors.InvalidRequest(reason) from None
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(config))
-    return EXIT_OK
 
 
 def _mcp(args: argparse.Namespace) -> int:
@@ -549,8 +426,8 @@ def _cluster(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Execute one parsed command; return the exit code."""
-    if args.command == "serve":
-        return _serve(args)
+    if getattr(args, "run_command", None) is not None:
+        return int(args.run_command(args))
     if args.command == "mcp":
         return _mcp(args)
     if args.command == "batch":

@@ -15,11 +15,18 @@ from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 from pydantic import BaseModel
 
-from profsvc_client import errors
-from profsvc_client._proto import profiler_pb2 as pb
-from profsvc_client._proto import profiler_pb2_grpc as pb_grpc
-from profsvc_client.convert import to_model, to_proto
-from profsvc_client.models import (
+from profsvc_contract import errors
+from profsvc_contract._proto import profiler_pb2 as pb
+from profsvc_contract._proto import profiler_pb2_grpc as pb_grpc
+from profsvc_contract.channel import (
+    CHANNEL_OPTIONS,
+    HEALTH_SERVICE,
+    MAX_MESSAGE_BYTES,
+    STATUS_DETAILS_KEY,
+    UPLOAD_CHUNK_BYTES,
+)
+from profsvc_contract.convert import to_model, to_proto
+from profsvc_contract.models import (
     BenchmarkResult,
     Capabilities,
     CompileResult,
@@ -38,20 +45,6 @@ from profsvc_client.models import (
 
 R = TypeVar("R", bound=BaseModel)
 P = TypeVar("P", bound=Message)
-STATUS_DETAILS_KEY = "grpc-status-details-bin"
-
-# Results can be large; gRPC's default limit is 4 MiB.
-MAX_MESSAGE_BYTES = 256 * 1024 * 1024
-# Analyze uploads a report in pieces of this size (the server refuses any message over 4 MiB).
-UPLOAD_CHUNK_BYTES = 1024 * 1024
-CHANNEL_OPTIONS = [
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-]
-
-
-# The service whose health a several-server channel watches (the server marks it NOT_SERVING while it drains).
-HEALTH_SERVICE = "profsvc.v1.Profiler"
 
 
 def service_config(load_balancing: str, *, health_check: bool = False) -> str:

@@ -30,10 +30,10 @@ from typing import IO, Any
 
 from distributed import Client, Future, as_completed, get_worker
 
-from profsvc_client import errors
 from profsvc_client.batch import BatchSummary, Checkpoint, Problem, ProgressBar, record_of, run_one, run_task
 from profsvc_client.client import ProfilerClient
 from profsvc_client.cluster_local import local_cluster
+from profsvc_contract import errors
 
 PLUGIN_NAME = "profsvc"
 # Problems per GPU worker at once: a GPU task asks for 1/per_gpu of the worker's GPU. Dask adds resource amounts

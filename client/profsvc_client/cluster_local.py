@@ -21,7 +21,7 @@ from typing import Any
 
 from distributed import Nanny, Scheduler, SpecCluster
 
-from profsvc_client import errors
+from profsvc_contract import errors
 
 PRELOAD = "profsvc.cluster.worker"
 # Threads of a GPU worker: up to four problems on its GPU (`--per-gpu`), and CPU tasks beside them.

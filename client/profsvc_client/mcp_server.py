@@ -35,9 +35,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from profsvc_client import errors
 from profsvc_client.client import ProfilerClient
-from profsvc_client.models import (
+from profsvc_client.policy import read_policy_file, with_overrides
+from profsvc_contract import errors
+from profsvc_contract.models import (
     CompileResult,
     CorrectnessResult,
     EvaluateResult,
@@ -48,8 +49,6 @@ from profsvc_client.models import (
     StaticCheckResult,
     StaticPolicy,
 )
-from profsvc_client.policy import is_default, policy_label, read_policy_file, with_overrides
-from profsvc_client.text import render_correctness_lines
 
 P = ParamSpec("P")
 ClientFactory = Callable[[], AbstractContextManager[ProfilerClient]]
@@ -160,23 +159,14 @@ def correctness_text(result: CorrectnessResult) -> str:
         return "\n".join(lines)
     verdict = "PASSED" if result.ok else "FAILED"
     lines = [f"run_correctness {verdict}: ({result.passed} / {result.trials}) trials matched the reference."]
-    lines.extend(render_correctness_lines(result)[1:])
+    lines.extend(result.report_text.splitlines()[1:])
     return "\n".join(lines)
 
 
-def static_check_text(result: StaticCheckResult, file_name: str) -> str:
-    """`static_check PASSED/FAILED: ...` (with the policy when it is not the default) and a line per finding."""
-    errors_found = sum(f.severity == "error" for f in result.findings)
-    warnings = len(result.findings) - errors_found
-    if not result.findings:
-        head = "static_check PASSED: no violations or warnings detected."
-    else:
-        head = f"static_check {'PASSED' if result.ok else 'FAILED'}: {errors_found} error(s), {warnings} warning(s)."
-    if not is_default(result.policy):
-        head += f" Policy: {policy_label(result.policy)}."
-    lines = [head]
-    lines.extend(f"{file_name}:{f.line}:{f.column}: {f.severity}: [{f.rule_id}] {f.message}" for f in result.findings)
-    return "\n".join(lines)
+def static_check_text(result: StaticCheckResult) -> str:
+    """`static_check PASSED/FAILED` over the server's report: a line per finding, then the summary (with the
+    policy when it is not the default)."""
+    return f"static_check {'PASSED' if result.ok else 'FAILED'}\n{result.report_text.rstrip()}"
 
 
 def profile_text(result: ProfileResult, tool: str) -> str:
@@ -332,7 +322,7 @@ class ProfsvcTools:
         """
         source = self.source(kernel_code, reference_code, file_name)
         result = self.client.static_check(source, policy=self.call_policy(policy))
-        return _answer(static_check_text(result, source.main.name), result)
+        return _answer(static_check_text(result), result)
 
     @_tool
     def submit_kernel(

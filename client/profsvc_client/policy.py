@@ -17,8 +17,8 @@ import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 
-from profsvc_client import errors
-from profsvc_client.models import RuleSeverity, StaticCheckResult, StaticPolicy
+from profsvc_contract import errors
+from profsvc_contract.models import RuleSeverity, StaticPolicy
 
 SEVERITIES = ("error", "warning", "info", "off")
 
@@ -66,23 +66,3 @@ def with_overrides(base: StaticPolicy | None, overrides: Iterable[tuple[str, str
         merged.pop(rule_id, None)  # the override's position decides the order shown
         merged[rule_id] = severity
     return StaticPolicy(name=base.name, overrides=[RuleSeverity(rule_id=k, severity=v) for k, v in merged.items()])
-
-
-def policy_label(policy: StaticPolicy) -> str:
-    """How a result names its policy: `default`, or `strict (torch_fallback=error, cuda_vendor_library=off)`."""
-    name = policy.name or "default"
-    if not policy.overrides:
-        return name
-    return f"{name} ({', '.join(f'{o.rule_id}={o.severity}' for o in policy.overrides)})"
-
-
-def is_default(policy: StaticPolicy) -> bool:
-    """Whether a result's policy is the server's default, unchanged."""
-    return policy.name in ("", "default") and not policy.overrides
-
-
-def static_check_summary(result: StaticCheckResult) -> str:
-    """`clean`, `2 warning(s)` or `1 error(s), 2 warning(s)`, and the policy when it is not the default."""
-    counts = {level: sum(f.severity == level for f in result.findings) for level in ("error", "warning", "info")}
-    summary = ", ".join(f"{n} {level}(s)" for level, n in counts.items() if n) or "clean"
-    return summary if is_default(result.policy) else f"{summary} (policy {policy_label(result.policy)})"

@@ -18,7 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from profsvc_client.errors import InvalidRequest
+from profsvc_contract.errors import InvalidRequest
+from profsvc_contract.tokens import checked_token
 
 
 class ClientSettings(BaseModel):
@@ -39,13 +40,6 @@ class ClientSettings(BaseModel):
 def config_path() -> Path:
     """The client config file's location."""
     return Path(os.environ.get("PROFSVC_CONFIG") or Path.home() / ".config" / "profsvc" / "client.toml")
-
-
-def checked_token(token: str, origin: str) -> str:
-    """A token a gRPC header can carry (printable ASCII, no spaces), else one clear error naming its origin."""
-    if not token or not all(33 <= ord(c) <= 126 for c in token):
-        raise InvalidRequest(f"the token from {origin} is empty or holds characters other than printable ASCII")
-    return token
 
 
 def read_token(path: Path) -> str:

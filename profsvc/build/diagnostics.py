@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
-from profsvc_client.models import Diagnostic, Severity
+from profsvc_contract.models import Diagnostic, Severity
 
 # g++ / clang:  file:line:col: error: message
 _GCC = re.compile(

@@ -14,7 +14,7 @@ from profsvc.build.cache import cache_key
 from profsvc.build.diagnostics import parse_diagnostics
 from profsvc.build.service import BuildCacheIndex
 from profsvc.proc import ProcessResult
-from profsvc_client.models import BuiltUnit, CompileResult
+from profsvc_contract.models import BuiltUnit, CompileResult
 
 BINARY_NAME = "program"
 LOG_LIMIT = 64 * 1024

@@ -9,7 +9,7 @@ from typing import Any
 
 from profsvc.build.diagnostics import FileMap, parse_diagnostics
 from profsvc.worker.faults import fault_kind, signal_name
-from profsvc_client.models import BuiltUnit, CompileResult, Diagnostic, JobError, Severity, Stage
+from profsvc_contract.models import BuiltUnit, CompileResult, Diagnostic, JobError, Severity, Stage
 
 HARNESS_MODULE = "profsvc.worker.harness"
 # Lines torch's load_inline puts before the user's source: 3 includes in cuda.cu, 1 in main.cpp.

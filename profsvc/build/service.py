@@ -37,7 +37,7 @@ from profsvc.build.request import BadBuildRequest, BuildRequest
 from profsvc.build.routes import ROUTE_SPLIT, ROUTE_SPLIT_LIGHT, ROUTE_TORCH
 from profsvc.proc import ProcessResult
 from profsvc.worker.inline_split import Declined
-from profsvc_client.models import BuiltUnit
+from profsvc_contract.models import BuiltUnit
 
 log = logging.getLogger("profsvc.build")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from profsvc.kinds import cuda_program, python_problem, python_program
 from profsvc.kinds.base import PROGRAM_TARGET, Built, InputKind, KindContext, RunTarget, Verb
-from profsvc_client.errors import InvalidRequest, Reason
-from profsvc_client.models import SourceKind
+from profsvc_contract.errors import InvalidRequest, Reason
+from profsvc_contract.models import SourceKind
 
 KINDS: tuple[InputKind, ...] = (python_problem.KIND, cuda_program.KIND, python_program.KIND)
 

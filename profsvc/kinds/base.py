@@ -26,8 +26,8 @@ from profsvc.scheduler.cells import Cells
 from profsvc.scheduler.compiled import CompiledSources
 from profsvc.scheduler.jobs import SourceSpec
 from profsvc.telemetry import Telemetry
-from profsvc_client.errors import InvalidRequest, Reason
-from profsvc_client.models import CompileResult, SourceKind
+from profsvc_contract.errors import InvalidRequest, Reason
+from profsvc_contract.models import CompileResult, SourceKind
 
 
 class Verb(enum.StrEnum):

@@ -13,8 +13,8 @@ from profsvc.build.nvcc import build_cuda_program
 from profsvc.kinds.base import PROGRAM_TARGET, Built, KindContext, RunTarget, Verb, refuse_verb
 from profsvc.ncu.command import ANY_NVTX_RANGE, marks_nvtx_ranges
 from profsvc.scheduler.jobs import SourceSpec
-from profsvc_client.errors import InvalidRequest, PreconditionFailed, Reason
-from profsvc_client.models import SourceKind
+from profsvc_contract.errors import InvalidRequest, PreconditionFailed, Reason
+from profsvc_contract.models import SourceKind
 
 _MAIN = re.compile(r"\bint\s+main\s*\(")
 

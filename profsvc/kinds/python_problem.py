@@ -18,8 +18,8 @@ from profsvc.build.python_problem import HarnessStatus, compile_result, harness_
 from profsvc.kinds.base import Built, KindContext, RunTarget, Verb, parse_python, top_level_names
 from profsvc.metrics.nvtx import MEASURED_INCLUDE
 from profsvc.scheduler.jobs import SourceSpec
-from profsvc_client.errors import InvalidRequest, Reason
-from profsvc_client.models import SourceKind, Target
+from profsvc_contract.errors import InvalidRequest, Reason
+from profsvc_contract.models import SourceKind, Target
 
 REFERENCE_NAMES = ("Model", "get_inputs", "get_init_inputs")
 CANDIDATE_NAMES = ("ModelNew",)

@@ -15,7 +15,7 @@ from profsvc.build.python_problem import HarnessStatus
 from profsvc.kinds.base import PROGRAM_TARGET, Built, KindContext, RunTarget, Verb, parse_python, refuse_verb
 from profsvc.ncu.command import ANY_NVTX_RANGE, marks_python_nvtx_ranges
 from profsvc.scheduler.jobs import SourceSpec
-from profsvc_client.models import CompileResult, SourceKind
+from profsvc_contract.models import CompileResult, SourceKind
 
 PROGRAM_MODULE = "profsvc.worker.program"
 STATUS_NAME = "program-status.json"

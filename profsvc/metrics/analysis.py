@@ -17,7 +17,7 @@ from profsvc.metrics.hotspots import lacks_line_info
 from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE, in_profsvc_range
 from profsvc.metrics.reader import load_reader
 from profsvc.metrics.roofline import load_roofline_params
-from profsvc_client.models import Aggregate, DeviceInfo, KernelFilter, KernelResult, KernelShare
+from profsvc_contract.models import Aggregate, DeviceInfo, KernelFilter, KernelResult, KernelShare
 
 
 class ReportAnalysis(BaseModel):

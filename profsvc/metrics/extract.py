@@ -19,7 +19,7 @@ from profsvc.metrics.hotspots import source_hotspots
 from profsvc.metrics.nvtx import PROFSVC_DOMAIN, domain_ranges
 from profsvc.metrics.roofline import RooflineParams, load_roofline_params, roofline
 from profsvc.metrics.sass import kernel_sass, sass_count_value
-from profsvc_client.models import (
+from profsvc_contract.models import (
     DeviceInfo,
     Dim3,
     FigureValue,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
-from profsvc_client.models import SourceHotspot
+from profsvc_contract.models import SourceHotspot
 
 TOP_HOTSPOTS = 10
 SAMPLES_METRIC = "smsp__pcsamp_sample_count"

@@ -25,8 +25,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from profsvc.metrics.tables import load_table
-from profsvc_client.models import Roofline
-from profsvc_client.units import format_value
+from profsvc_contract.models import Roofline
+from profsvc_contract.units import format_value
 
 # Candidate precisions; on equal FLOP counts the first listed wins.
 PRECISIONS = ("fp32", "fp64", "fp16", "tensor")

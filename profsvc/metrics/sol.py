@@ -10,7 +10,7 @@ its roof). It is absent when a kernel lacks those counters.
 from __future__ import annotations
 
 from profsvc.metrics.roofline import PRECISIONS, flop_counts
-from profsvc_client.models import KernelResult, ProfileResult
+from profsvc_contract.models import KernelResult, ProfileResult
 
 SOL_DEFINITION = (
     "sum over kernels of max(DRAM bytes / peak DRAM bandwidth, FLOPs / peak FLOP/s of the kernel's precision), "

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 
 from profsvc.metrics.catalog import Better, Breakdown, Catalog, Figure
-from profsvc_client.models import DeltaRow, KernelResult, ProfileResult
+from profsvc_contract.models import DeltaRow, KernelResult, ProfileResult
 
 # A relative change up to this size counts as unchanged: ncu's replayed measurements of the
 # same kernel differ by about a percent from run to run.

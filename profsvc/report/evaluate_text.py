@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from profsvc_client.models import EvaluateResult
-from profsvc_client.policy import static_check_summary
-from profsvc_client.text import render_benchmark_lines, render_correctness_lines
+from profsvc.report.static_text import static_check_summary
+from profsvc.report.tool_text import render_benchmark_lines, render_correctness_lines
+from profsvc_contract.models import EvaluateResult
 
 
 def render_evaluation(result: EvaluateResult) -> str:

@@ -31,8 +31,8 @@ from matplotlib.ticker import FuncFormatter, NullLocator
 from matplotlib.transforms import Bbox
 
 from profsvc.metrics.roofline import NO_PRECISION, PRECISIONS, flop_counts
-from profsvc_client.models import KernelResult
-from profsvc_client.units import format_value
+from profsvc_contract.models import KernelResult
+from profsvc_contract.units import format_value
 
 LABEL_WIDTH = 48
 # Text stays text in the SVG (searchable, selectable); a fixed salt makes the SVG's ids reproducible.

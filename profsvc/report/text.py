@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from profsvc.metrics.analysis import aggregate_kernels
 from profsvc.metrics.catalog import Catalog, load_catalog
-from profsvc_client.models import Aggregate, DeltaRow, KernelResult, ProfileResult, Roofline
-from profsvc_client.units import format_value
+from profsvc_contract.models import Aggregate, DeltaRow, KernelResult, ProfileResult, Roofline
+from profsvc_contract.units import format_value
 
 # Report sections that list every figure of a catalog group: (title, catalog group).
 SECTIONS = (

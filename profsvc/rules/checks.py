@@ -22,8 +22,8 @@ from profsvc.metrics.expr import Evaluator, Value, compile_expr, names_in
 from profsvc.metrics.tables import load_table
 from profsvc.rules.table import _ID, template_fields
 from profsvc.rules.variables import EXTRA_UNITS
-from profsvc_client.models import Inconsistency
-from profsvc_client.units import format_value
+from profsvc_contract.models import Inconsistency
+from profsvc_contract.units import format_value
 
 
 class CheckTableError(ValueError):

@@ -26,8 +26,8 @@ from profsvc.metrics.expr import Value
 from profsvc.rules.checks import CheckTable, failed_checks, load_checks, untrusted
 from profsvc.rules.table import Rule, RuleTable, SeverityThresholds
 from profsvc.rules.variables import kernel_variables
-from profsvc_client.models import Evidence, Hint, Inconsistency, KernelResult, NcuRuleResult
-from profsvc_client.units import format_value
+from profsvc_contract.models import Evidence, Hint, Inconsistency, KernelResult, NcuRuleResult
+from profsvc_contract.units import format_value
 
 ORIGIN_PROFSVC = "profsvc"
 ORIGIN_NCU = "ncu"

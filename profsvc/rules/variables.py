@@ -26,7 +26,7 @@ from __future__ import annotations
 from profsvc.metrics.catalog import Catalog
 from profsvc.metrics.expr import Value
 from profsvc.metrics.roofline import PRECISIONS, flop_counts
-from profsvc_client.models import KernelResult
+from profsvc_contract.models import KernelResult
 
 # Every stall reason ncu 2025.3 reports on sm_90 (`smsp__average_warps_issue_stalled_<reason>_per_issue_active`),
 # without `selected`, which is the issuing warp and not a stall.

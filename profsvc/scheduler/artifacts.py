@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import BinaryIO
 
-from profsvc_client.models import ArtifactRef
+from profsvc_contract.models import ArtifactRef
 
 _JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 CONTENT_TYPES = {

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from profsvc.build.python_problem import HarnessStatus
 from profsvc.scheduler.jobs import SourceSpec
-from profsvc_client.models import CompileResult
+from profsvc_contract.models import CompileResult
 
 CAPACITY = 512
 

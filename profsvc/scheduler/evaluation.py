@@ -5,6 +5,9 @@ from __future__ import annotations
 from profsvc.build.python_problem import HarnessStatus, job_error
 from profsvc.metrics.sol import SOL_DEFINITION, sol_pct
 from profsvc.report.evaluate_text import render_evaluation
+from profsvc.report.markdown import render_evaluation_markdown
+from profsvc.report.static_text import render_static_check
+from profsvc.report.tool_text import render_benchmark_lines, render_correctness_lines
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
 from profsvc.scheduler.scheduler import Scheduler
 from profsvc.scheduler.sessions import SessionKey
@@ -12,7 +15,7 @@ from profsvc.staticcheck import Policy, check_source, make_policy
 from profsvc.staticcheck.policy import Level
 from profsvc.staticcheck.rules import load_rules
 from profsvc.telemetry import collect_timings
-from profsvc_client.models import (
+from profsvc_contract.models import (
     BenchmarkResult,
     CompileResult,
     CorrectnessResult,
@@ -36,7 +39,7 @@ def static_check(source: SourceSpec, policy: Policy | None = None) -> StaticChec
     """AST rules over the candidate (pure: nothing runs), with the policy's severities (default: the table's)."""
     policy = policy or make_policy()
     findings = policy.apply(check_source(source.main_text, source.main_name, source.reference_text or None))
-    return StaticCheckResult(
+    result = StaticCheckResult(
         ok=not any(f.severity == "error" for f in findings),
         findings=[
             StaticFinding(rule_id=f.rule_id, severity=str(f.severity), line=f.line, column=f.column, message=f.message)
@@ -47,6 +50,8 @@ def static_check(source: SourceSpec, policy: Policy | None = None) -> StaticChec
             overrides=[RuleSeverity(rule_id=rule, severity=str(level)) for rule, level in policy.overrides.items()],
         ),
     )
+    result.report_text = render_static_check(result, source.main_name)
+    return result
 
 
 def _job_error(compiled: CompileResult, status: HarnessStatus | None) -> JobError:
@@ -65,8 +70,11 @@ async def check_correctness(
         compiled, status = await scheduler.run_checks(source, "correctness", options, progress)
     if status is None or not status.ok or status.correctness is None:
         error = _job_error(compiled, status)
-        return CorrectnessResult(compile=compiled, error=error, message="could not run", timings=timings)
-    return CorrectnessResult.model_validate({**status.correctness, "compile": compiled, "timings": timings})
+        result = CorrectnessResult(compile=compiled, error=error, message="could not run", timings=timings)
+    else:
+        result = CorrectnessResult.model_validate({**status.correctness, "compile": compiled, "timings": timings})
+    result.report_text = "\n".join(render_correctness_lines(result)) + "\n"
+    return result
 
 
 async def benchmark(
@@ -77,8 +85,11 @@ async def benchmark(
     with collect_timings() as timings:
         compiled, status = await scheduler.run_checks(source, "benchmark", options, progress)
     if status is None or not status.ok or status.benchmark is None:
-        return BenchmarkResult(compile=compiled, error=_job_error(compiled, status), timings=timings)
-    return BenchmarkResult.model_validate({**status.benchmark, "compile": compiled, "timings": timings})
+        result = BenchmarkResult(compile=compiled, error=_job_error(compiled, status), timings=timings)
+    else:
+        result = BenchmarkResult.model_validate({**status.benchmark, "compile": compiled, "timings": timings})
+    result.report_text = "\n".join(render_benchmark_lines(result)) + "\n"
+    return result
 
 
 async def evaluate(
@@ -131,4 +142,5 @@ async def _evaluate(
     decided = not result.benchmark.decisive_flags
     result.ok = result.static_check.ok and result.correctness.ok and result.benchmark.ok and decided
     result.report_text = render_evaluation(result)
+    result.report_markdown = render_evaluation_markdown(result)
     return result

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from profsvc.ncu.metric_sets import MetricSetSpec
 from profsvc.scheduler.sessions import SessionKey
-from profsvc_client.models import KernelFilter, Progress, SourceKind, Target
+from profsvc_contract.models import KernelFilter, Progress, SourceKind, Target
 
 ProgressSink = Callable[[Progress], None]
 

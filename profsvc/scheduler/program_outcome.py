@@ -12,7 +12,7 @@ import re
 from profsvc.build.python_problem import HarnessStatus, job_error
 from profsvc.ncu.command import NcuOptions
 from profsvc.ncu.runner import NcuOutcome
-from profsvc_client.models import JobError, Stage
+from profsvc_contract.models import JobError, Stage
 
 TAIL_LINES = 15
 _NCU_LINE = re.compile(r"^==[A-Z]+==")

@@ -41,6 +41,7 @@ from profsvc.ncu.metric_sets import resolve
 from profsvc.ncu.runner import NcuOutcome, NcuProgress, ProgressParser, ncu_outcome
 from profsvc.proc import ProcessResult
 from profsvc.report.delta import compute_delta
+from profsvc.report.markdown import render_markdown
 from profsvc.report.text import render_text
 from profsvc.scheduler.artifacts import Workspaces
 from profsvc.scheduler.cells import Cells
@@ -53,8 +54,8 @@ from profsvc.scheduler.standby import StandbyPool, StandbySpec
 from profsvc.staticcheck.own_kernels import own_kernel_names
 from profsvc.telemetry import JOB_TIMINGS, Telemetry, collect_timings
 from profsvc.worker.standby import WARM_LIBRARIES, WARM_PROFILER
-from profsvc_client.errors import InvalidRequest, PreconditionFailed, Reason, ResourceExhausted
-from profsvc_client.models import (
+from profsvc_contract.errors import InvalidRequest, PreconditionFailed, Reason, ResourceExhausted
+from profsvc_contract.models import (
     ArtifactRef,
     CompileResult,
     JobError,
@@ -557,6 +558,8 @@ class Scheduler:
             if previous is not None:
                 result.delta = compute_delta(previous, result, load_catalog())
                 result.report_text = render_text(result)
+                result.report_markdown = render_markdown(result)
+        result.report_markdown = render_markdown(result)
         return result
 
     async def _profile(self, spec: ProfileSpec, progress: ProgressSink | None) -> ProfileResult:
@@ -730,4 +733,5 @@ class Scheduler:
         if timings is not None:
             result.timings = dict(timings)
         result.report_text = render_text(result)
+        result.report_markdown = render_markdown(result)
         return result

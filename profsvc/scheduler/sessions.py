@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
-from profsvc_client.models import ProfileResult
+from profsvc_contract.models import ProfileResult
 
 Clock = Callable[[], float]
 

@@ -22,9 +22,9 @@ from profsvc.server.interceptors import RequestInterceptor
 from profsvc.server.metrics_http import serve_metrics
 from profsvc.server.servicer import ProfilerServicer
 from profsvc.telemetry import JsonFormatter, Telemetry
-from profsvc_client._proto import profiler_pb2 as pb
-from profsvc_client._proto import profiler_pb2_grpc as pb_grpc
-from profsvc_client.client import MAX_MESSAGE_BYTES
+from profsvc_contract._proto import profiler_pb2 as pb
+from profsvc_contract._proto import profiler_pb2_grpc as pb_grpc
+from profsvc_contract.channel import MAX_MESSAGE_BYTES
 
 log = logging.getLogger("profsvc.server")
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Profiler"].full_name

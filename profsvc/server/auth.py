@@ -16,7 +16,7 @@ import grpc
 from pydantic import SecretStr
 
 from profsvc.server.status import new_request_id, to_status
-from profsvc_client.errors import Reason, Unauthenticated
+from profsvc_contract.errors import Reason, Unauthenticated
 
 _PREFIX = "bearer "
 ANONYMOUS = "anonymous"

@@ -14,7 +14,7 @@ from google.protobuf.message import DecodeError
 from profsvc.server.handlers import same_shape
 from profsvc.server.status import new_request_id, status_for_exception
 from profsvc.telemetry import REQUEST_ID, Telemetry
-from profsvc_client.errors import InvalidRequest, Reason
+from profsvc_contract.errors import InvalidRequest, Reason
 
 
 class _Malformed:

@@ -32,11 +32,11 @@ from profsvc.server.validation import (
     validate_upload_name,
 )
 from profsvc.telemetry import REQUEST_ID
-from profsvc_client._proto import profiler_pb2 as pb
-from profsvc_client._proto import profiler_pb2_grpc as pb_grpc
-from profsvc_client.convert import to_model, to_proto
-from profsvc_client.errors import InvalidRequest, NotFound, Reason
-from profsvc_client.models import (
+from profsvc_contract._proto import profiler_pb2 as pb
+from profsvc_contract._proto import profiler_pb2_grpc as pb_grpc
+from profsvc_contract.convert import to_model, to_proto
+from profsvc_contract.errors import InvalidRequest, NotFound, Reason
+from profsvc_contract.models import (
     Capabilities,
     EvaluateResult,
     KernelFilter,

@@ -10,7 +10,7 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from profsvc_client.errors import ERROR_DOMAIN, InternalError, ProfsvcError
+from profsvc_contract.errors import ERROR_DOMAIN, InternalError, ProfsvcError
 
 log = logging.getLogger("profsvc.server")
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from profsvc.worker.standby import pid_alive
-from profsvc_client._proto import profiler_pb2 as pb
-from profsvc_client.errors import InvalidRequest, Reason, ResourceExhausted
+from profsvc_contract._proto import profiler_pb2 as pb
+from profsvc_contract.errors import InvalidRequest, Reason, ResourceExhausted
 
 
 class Uploads:

@@ -13,8 +13,8 @@ from profsvc.kinds import Verb, kind_of
 from profsvc.ncu.metric_sets import MetricSetSpec, metric_sets, resolve
 from profsvc.scheduler.jobs import SourceSpec
 from profsvc.staticcheck import Policy, PolicyError, make_policy
-from profsvc_client.errors import InvalidRequest, Reason
-from profsvc_client.models import KernelFilter, KernelSource, SourceFile, StaticPolicy
+from profsvc_contract.errors import InvalidRequest, Reason
+from profsvc_contract.models import KernelFilter, KernelSource, SourceFile, StaticPolicy
 
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 # nvcc flags a request may pass: defines, optimisation, language level, register cap, fast math.

@@ -21,7 +21,7 @@ from profsvc.metrics.reader import ReaderUnavailable
 from profsvc.rules import check_figures, evaluate_rules, load_rules
 from profsvc.rules.checks import load_checks
 from profsvc.worker.standby import job_argv
-from profsvc_client.models import KernelFilter
+from profsvc_contract.models import KernelFilter
 
 EXIT_UNREADABLE = 3
 EXIT_NO_READER = 4

@@ -65,7 +65,7 @@ def _number_list(value: Any) -> bool:
 
 def _timing(value: Any) -> dict[str, Any]:
     """The candidate's timing of itself, checked for shape (its numbers are its process's to report)."""
-    from profsvc_client.models import ModelTiming
+    from profsvc_contract.models import ModelTiming
 
     if not isinstance(value, dict) or not all(_number_list(value.get(k)) for k in ("_events_us", "_wall_us")):
         raise CandidateFailed({"kind": "worker_exit", "message": "the candidate's process sent a malformed timing"})

@@ -8,7 +8,7 @@ answer with).
 
 from __future__ import annotations
 
-from profsvc_client.models import KernelSource, SourceFile
+from profsvc_contract.models import KernelSource, SourceFile
 
 HEADER = """import ctypes
 import torch

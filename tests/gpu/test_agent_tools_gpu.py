@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from profsvc_client.client import ProfilerClient, load_source
-from profsvc_client.models import KernelSource
+from profsvc_contract.models import KernelSource
 from tests.conftest import FIXTURES
 from tests.faults.problems import LARGE_N, SMALL_N, model_new, source
 

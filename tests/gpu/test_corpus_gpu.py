@@ -18,7 +18,7 @@ import pytest
 from profsvc.config import ServerConfig
 from profsvc.server.app import EmbeddedServer
 from profsvc_client.client import ProfilerClient
-from profsvc_client.models import KernelSource, SourceFile
+from profsvc_contract.models import KernelSource, SourceFile
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "corpus"

@@ -10,7 +10,7 @@ from profsvc.metrics.analysis import analyze_report
 from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE, in_profsvc_range
 from profsvc.metrics.reader import load_reader
 from profsvc_client.client import ProfilerClient, load_source
-from profsvc_client.models import KernelFilter, KernelSource, ProfileResult, SourceFile, Stage
+from profsvc_contract.models import KernelFilter, KernelSource, ProfileResult, SourceFile, Stage
 from tests.conftest import FIXTURES, run_cli
 
 pytestmark = pytest.mark.gpu

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from profsvc_client.client import ProfilerClient
-from profsvc_client.models import KernelFilter, KernelSource, ProfileResult, SourceFile
+from profsvc_contract.models import KernelFilter, KernelSource, ProfileResult, SourceFile
 
 pytestmark = pytest.mark.gpu
 

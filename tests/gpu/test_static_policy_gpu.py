@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from profsvc_client.client import ProfilerClient, load_source
-from profsvc_client.models import RuleSeverity, StaticPolicy
+from profsvc_contract.models import RuleSeverity, StaticPolicy
 
 pytestmark = pytest.mark.gpu
 

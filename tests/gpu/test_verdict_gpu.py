@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from profsvc_client.client import ProfilerClient
-from profsvc_client.models import KernelSource, SourceFile
+from profsvc_contract.models import KernelSource, SourceFile
 from tests.faults.problems import EXTENSION, HEADER, SMALL_N, model_new
 
 pytestmark = pytest.mark.gpu

@@ -13,8 +13,7 @@ import shutil
 
 import pytest
 
-import profsvc
-from profsvc_client import errors
+import profsvc_client
 from profsvc_client.batch import (
     COLUMNS,
     Problem,
@@ -26,7 +25,8 @@ from profsvc_client.batch import (
     run_batch,
 )
 from profsvc_client.client import ProfilerClient, multi_address_target, service_config
-from profsvc_client.models import FigureValue, KernelResult, ProfileResult
+from profsvc_contract import errors
+from profsvc_contract.models import FigureValue, KernelResult, ProfileResult
 from tests.conftest import FIXTURES, HAS_GPU, run_cli
 
 pd = pytest.importorskip("pandas", reason="batch results need pandas and pyarrow (pip install 'profsvc-client[batch]')")
@@ -104,7 +104,7 @@ def test_resume_after_an_interruption(six_problems, tmp_path):
     assert failed["status"] == "MISSING_SYMBOL" and "ModelNew" in failed["error"]
     assert failed["kernel"] == "" and failed["launch_index"] is pd.NA and pd.isna(failed["duration"])
     assert set(frame["metric_set"]) == {"basic"} and set(frame["tags"]) == {"{}"}
-    assert profsvc.read_results(out).equals(frame)
+    assert profsvc_client.read_results(out).equals(frame)
 
     # Everything is in the checkpoint: a third run profiles nothing and writes the same table.
     third = FakeProfiler()

@@ -16,9 +16,9 @@ import pytest
 
 from profsvc.config import Limits, ServerConfig
 from profsvc.server.app import EmbeddedServer
-from profsvc_client import errors
 from profsvc_client.client import ProfilerClient
-from profsvc_client.models import KernelSource, Severity, SourceFile
+from profsvc_contract import errors
+from profsvc_contract.models import KernelSource, Severity, SourceFile
 from tests.conftest import wait_until
 
 pytest.importorskip("torch", reason="the Python problem path needs PyTorch (the CPU build will do)")

@@ -20,7 +20,7 @@ import pytest
 
 from profsvc_client import cli
 from profsvc_client.client import ProfilerClient
-from profsvc_client.models import SourceFile
+from profsvc_contract.models import SourceFile
 from tests.conftest import FIXTURES, HAS_GPU, free_port, needs_nvcc
 
 pytest.importorskip("mcp", reason="the MCP server needs the MCP SDK (pip install 'profsvc-client[mcp]')")

@@ -22,7 +22,7 @@ import pytest
 
 from profsvc_client.aio import AsyncProfilerClient
 from profsvc_client.client import HEALTH_SERVICE, ProfilerClient, service_config
-from profsvc_client.models import KernelSource, SourceFile
+from profsvc_contract.models import KernelSource, SourceFile
 from tests.conftest import FIXTURES, free_port, run_cli, wait_healthy
 
 REPORT = FIXTURES / "seed47_default.ncu-rep"

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from profsvc_client import errors
 from profsvc_client.client import load_source
-from profsvc_client.models import KernelSource, SourceFile, SourceKind, Target
+from profsvc_contract import errors
+from profsvc_contract.models import KernelSource, SourceFile, SourceKind, Target
 from tests.conftest import HAS_GPU, run_cli
 
 no_gpu_only = pytest.mark.skipif(HAS_GPU, reason="checks the answer of a server without a GPU")

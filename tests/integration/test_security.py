@@ -12,8 +12,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from profsvc.config import Security, ServerConfig
 from profsvc.server.app import EmbeddedServer
-from profsvc_client import errors
 from profsvc_client.client import ProfilerClient, load_source
+from profsvc_contract import errors
 from tests.conftest import FIXTURES, run_cli
 
 TOKEN = "s3cret-token-for-tests"

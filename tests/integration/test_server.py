@@ -14,9 +14,9 @@ import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from profsvc.metrics.analysis import analyze_report
-from profsvc_client import errors
 from profsvc_client.client import ProfilerClient, load_source
-from profsvc_client.models import KernelFilter, KernelSource, RuleSeverity, Severity, SourceFile, StaticPolicy
+from profsvc_contract import errors
+from profsvc_contract.models import KernelFilter, KernelSource, RuleSeverity, Severity, SourceFile, StaticPolicy
 from tests.conftest import FIXTURES, HAS_GPU, REPORTS, needs_nvcc, run_cli
 
 EXAMPLES = FIXTURES.parent.parent / "examples"
@@ -110,8 +110,8 @@ def test_a_damaged_report_is_named_by_the_users_file_name(tmp_path):
 )
 def test_a_raw_clients_file_name_names_its_report_and_nothing_else(server, filename, named):
     # Only the last part of the name the wire carries is used: the server's copy stays in the job's folder.
-    from profsvc_client._proto import profiler_pb2 as pb
-    from profsvc_client._proto import profiler_pb2_grpc as pb_grpc
+    from profsvc_contract._proto import profiler_pb2 as pb
+    from profsvc_contract._proto import profiler_pb2_grpc as pb_grpc
 
     damaged = (FIXTURES / "seed47_default.ncu-rep").read_bytes()[:4096]
     with grpc.insecure_channel(server) as channel:
@@ -124,8 +124,8 @@ def test_a_raw_clients_file_name_names_its_report_and_nothing_else(server, filen
 
 def test_an_unknown_source_kind_on_the_wire_is_invalid_argument(server):
     # A raw client (not profsvc's) may send an enum number the server does not know.
-    from profsvc_client._proto import profiler_pb2 as pb
-    from profsvc_client._proto import profiler_pb2_grpc as pb_grpc
+    from profsvc_contract._proto import profiler_pb2 as pb
+    from profsvc_contract._proto import profiler_pb2_grpc as pb_grpc
 
     source = pb.KernelSource(main=pb.SourceFile(name="k.py", content=b"x = 1\n"), kind=99)
     with grpc.insecure_channel(server) as channel:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from profsvc_client import errors
 from profsvc_client.client import ProfilerClient
-from profsvc_client.models import KernelSource, SourceFile
+from profsvc_contract import errors
+from profsvc_contract.models import KernelSource, SourceFile
 from tests.conftest import free_port, wait_healthy, wait_until
 
 pytest.importorskip("torch", reason="the compile job imports the problem with PyTorch (the CPU build will do)")

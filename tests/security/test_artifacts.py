@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from profsvc_client import errors
 from profsvc_client.client import ProfilerClient
-from profsvc_client.models import KernelSource, SourceFile
+from profsvc_contract import errors
+from profsvc_contract.models import KernelSource, SourceFile
 from tests.conftest import FIXTURES
 from tests.security.servers import served
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from profsvc_client import errors
-from profsvc_client._proto import profiler_pb2 as pb
 from profsvc_client.client import ProfilerClient
+from profsvc_contract import errors
+from profsvc_contract._proto import profiler_pb2 as pb
 from tests.conftest import FIXTURES
 from tests.security.servers import raw_call, served
 

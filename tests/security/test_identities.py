@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from profsvc_client import errors
 from profsvc_client.client import ProfilerClient
-from profsvc_client.models import ProfileResult
+from profsvc_contract import errors
+from profsvc_contract.models import ProfileResult
 from tests.conftest import FIXTURES, run_cli
 from tests.security.servers import served
 

@@ -22,7 +22,7 @@ import pytest
 from profsvc.config import Limits, Security, ServerConfig
 from profsvc.server.app import EmbeddedServer
 from profsvc_client.client import ProfilerClient
-from profsvc_client.models import KernelSource, SourceFile
+from profsvc_contract.models import KernelSource, SourceFile
 
 pytest.importorskip("torch", reason="the compile step imports the module with PyTorch (the CPU build will do)")
 

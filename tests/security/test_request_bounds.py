@@ -7,9 +7,9 @@ import grpc
 import pytest
 
 from profsvc.config import Limits, ServerConfig
-from profsvc_client._proto import profiler_pb2 as pb
 from profsvc_client.client import ProfilerClient
-from profsvc_client.models import KernelFilter
+from profsvc_contract._proto import profiler_pb2 as pb
+from profsvc_contract.models import KernelFilter
 from tests.conftest import FIXTURES
 from tests.security.servers import ThreadServer, raw_call, served
 

@@ -13,10 +13,10 @@ import pytest
 
 from profsvc.config import ServerConfig, Transport
 from profsvc.server.app import EmbeddedServer
-from profsvc_client import errors
-from profsvc_client._proto import profiler_pb2 as pb
 from profsvc_client.client import ProfilerClient
-from profsvc_client.models import KernelSource, SourceFile
+from profsvc_contract import errors
+from profsvc_contract._proto import profiler_pb2 as pb
+from profsvc_contract.models import KernelSource, SourceFile
 from tests.conftest import FIXTURES
 from tests.security.servers import raw_call, served
 

@@ -7,7 +7,7 @@ import re
 
 from profsvc.metrics.analysis import ReportAnalysis, aggregate_kernels, analyze_report
 from profsvc.report.text import render_text
-from profsvc_client.models import Aggregate, FigureValue, KernelResult, ProfileResult
+from profsvc_contract.models import Aggregate, FigureValue, KernelResult, ProfileResult
 from tests.conftest import FIXTURES
 
 SEED = analyze_report(FIXTURES / "seed47_full.ncu-rep")

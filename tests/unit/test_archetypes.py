@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from profsvc.metrics.analysis import analyze_report
-from profsvc_client.models import KernelResult
+from profsvc_contract.models import KernelResult
 from tests.conftest import FIXTURES, first_action
 
 SOURCES = Path(__file__).parents[2] / "examples" / "archetypes"

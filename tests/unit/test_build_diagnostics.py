@@ -12,9 +12,9 @@ import pytest
 from profsvc.build.diagnostics import FileMap, parse_diagnostics
 from profsvc.build.python_problem import HARNESS_PHASES, HarnessStatus, compile_result, unit_line
 from profsvc.worker.inline_cache import InlineBuild
-from profsvc_client._proto import profiler_pb2 as pb
-from profsvc_client.convert import to_model, to_proto
-from profsvc_client.models import CompileResult, Severity
+from profsvc_contract._proto import profiler_pb2 as pb
+from profsvc_contract.convert import to_model, to_proto
+from profsvc_contract.models import CompileResult, Severity
 
 # Real messages as g++ 12 and nvcc 13 print them (paths shortened).
 GCC_LOG = """[1/3] c++ -MMD -MF main.o.d ... -c /cache/k/main.cpp -o main.o

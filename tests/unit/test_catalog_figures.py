@@ -13,7 +13,7 @@ from profsvc.metrics.analysis import analyze_report
 from profsvc.metrics.catalog import CatalogError, Figure, load_catalog, parse_catalog
 from profsvc.metrics.expr import compile_expr
 from profsvc.metrics.extract import breakdown_value, occupancy_limiter
-from profsvc_client.models import FigureValue
+from profsvc_contract.models import FigureValue
 from tests.conftest import FIXTURES, REPORTS, kernel_actions, report_id
 
 CATALOG = load_catalog()

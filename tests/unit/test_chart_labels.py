@@ -20,7 +20,7 @@ from matplotlib.text import Annotation
 
 from profsvc.metrics.analysis import analyze_report
 from profsvc.report.roofline_chart import DPI, LABEL_WIDTH, chart_figure, render_roofline
-from profsvc_client.models import FigureValue, KernelResult, Roofline
+from profsvc_contract.models import FigureValue, KernelResult, Roofline
 from tests.conftest import FIXTURES
 
 PEAKS = {"peak_dram_byte_per_s": 4.8e12, "peak_fp32_flop_per_s": 6.7e13, "fp32_flop": 1.0}

@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 
 from profsvc.host import visible_gpus
-from profsvc_client.models import GpuInfo
+from profsvc_contract.models import GpuInfo
 from tests.conftest import FIXTURES
 
 pytest.importorskip("distributed", reason="clusters need Dask: pip install 'profsvc-client[cluster]'")

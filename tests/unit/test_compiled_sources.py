@@ -7,7 +7,7 @@ from pathlib import Path
 from profsvc.build.python_problem import HarnessStatus
 from profsvc.scheduler.compiled import CompiledSources, source_digest
 from profsvc.scheduler.jobs import SourceSpec
-from profsvc_client.models import BuiltUnit, CompileResult, SourceKind
+from profsvc_contract.models import BuiltUnit, CompileResult, SourceKind
 
 
 def _source(text: str = "x = 1\n", reference: str = "") -> SourceSpec:

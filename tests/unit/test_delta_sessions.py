@@ -10,7 +10,7 @@ from profsvc.metrics.analysis import analyze_report
 from profsvc.metrics.catalog import load_catalog
 from profsvc.report.delta import UNCHANGED_RELATIVE_TOLERANCE, compute_delta
 from profsvc.scheduler.sessions import SessionStore
-from profsvc_client.models import FigureValue, KernelResult, ProfileResult
+from profsvc_contract.models import FigureValue, KernelResult, ProfileResult
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CATALOG = load_catalog()

@@ -19,7 +19,7 @@ from profsvc.metrics.analysis import analyze_report
 from profsvc.metrics.catalog import load_catalog
 from profsvc.report.text import roofline_line
 from profsvc.rules import check_figures, evaluate_rules, load_rules
-from profsvc_client.models import KernelResult
+from profsvc_contract.models import KernelResult
 from tests.conftest import FIXTURES, first_action
 
 SOURCES = Path(__file__).parents[2] / "examples" / "figures"

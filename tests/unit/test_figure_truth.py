@@ -18,7 +18,7 @@ from profsvc.metrics.sol import bound_seconds
 from profsvc.report.text import render_kernel, roofline_line
 from profsvc.rules import check_figures, evaluate_rules, load_rules
 from profsvc.rules.checks import load_checks
-from profsvc_client.models import FigureValue, KernelResult, Roofline, StallReason
+from profsvc_contract.models import FigureValue, KernelResult, Roofline, StallReason
 from tests.conftest import FIXTURES, first_action
 
 ARCHETYPES = FIXTURES / "archetypes"

@@ -7,7 +7,7 @@ import pytest
 from profsvc.metrics.analysis import analyze_report
 from profsvc.metrics.hotspots import PcCounters, aggregate_hotspots, lacks_line_info, pc_counters, source_line
 from profsvc.report.text import hotspot_lines
-from profsvc_client.models import KernelResult
+from profsvc_contract.models import KernelResult
 from tests.conftest import FIXTURES, first_action
 
 WITHOUT_LINEINFO = [FIXTURES / "seed47_full.ncu-rep", FIXTURES / "big_full.ncu-rep"]
@@ -102,7 +102,7 @@ def test_lineinfo_capture_maps_samples_to_the_seed_source():
 def test_hotspots_in_generated_cuda_move_into_the_users_file():
     from profsvc.build.python_problem import source_map
     from profsvc.metrics.hotspots import relocate
-    from profsvc_client.models import SourceHotspot
+    from profsvc_contract.models import SourceHotspot
 
     builds = [{"build_directory": "/cache/abc", "cuda_first_line": 30}, {"build_directory": "/cache/x"}]
     mapping = source_map(builds, "seed47.py")

@@ -7,8 +7,8 @@ import pytest
 from profsvc.config import Limits
 from profsvc.kinds import KINDS, Verb, kind_named, kind_of
 from profsvc.server.validation import validate_source
-from profsvc_client.errors import InvalidRequest, Reason
-from profsvc_client.models import KernelSource, SourceFile, SourceKind, Target
+from profsvc_contract.errors import InvalidRequest, Reason
+from profsvc_contract.models import KernelSource, SourceFile, SourceKind, Target
 
 PUBLISHED = b"""import torch
 class Model(torch.nn.Module):

@@ -18,7 +18,7 @@ from profsvc.scheduler.jobs import ProfileSpec
 from profsvc.scheduler.scheduler import Scheduler
 from profsvc.server.validation import validate_filter, validate_source
 from profsvc.telemetry import Telemetry
-from profsvc_client.models import (
+from profsvc_contract.models import (
     CompileResult,
     GpuInfo,
     KernelFilter,

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from profsvc.metrics.catalog import load_catalog
-from profsvc_client.models import KernelResult
+from profsvc_contract.models import KernelResult
 from tests.conftest import FIXTURES, REPORTS, analysis_of, kernel_actions, report_id
 from tests.ncu_pages import KernelPage, Reading, details_page, pages_of, raw_page
 

@@ -11,7 +11,7 @@ import torch
 from profsvc.config import Limits
 from profsvc.kinds import Verb
 from profsvc.server.validation import validate_source
-from profsvc_client.models import KernelSource, SourceFile, SourceKind, Target
+from profsvc_contract.models import KernelSource, SourceFile, SourceKind, Target
 
 CORPUS = Path(__file__).parents[1] / "problems"
 PROBLEMS = sorted(CORPUS.rglob("*.py"))

@@ -16,7 +16,7 @@ from profsvc.metrics.roofline import (
     roofline,
 )
 from profsvc.report.text import roofline_line
-from profsvc_client.models import FigureValue, KernelResult
+from profsvc_contract.models import FigureValue, KernelResult
 from tests.conftest import FIXTURES, first_action
 
 SEED = FIXTURES / "seed47_full.ncu-rep"

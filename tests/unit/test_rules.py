@@ -31,7 +31,7 @@ from profsvc.rules import (
 )
 from profsvc.rules.engine import NO_ESTIMATE
 from profsvc.rules.variables import STALL_REASONS, kernel_variables
-from profsvc_client.models import FigureValue, Hint, KernelResult, NcuRuleResult, Roofline, SourceHotspot, StallReason
+from profsvc_contract.models import FigureValue, Hint, KernelResult, NcuRuleResult, Roofline, SourceHotspot, StallReason
 from tests.conftest import kernel_actions
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

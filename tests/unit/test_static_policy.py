@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from profsvc.report.static_text import static_check_summary
 from profsvc.scheduler.evaluation import static_check
 from profsvc.scheduler.jobs import SourceSpec
 from profsvc.staticcheck import Level, PolicyError, Severity, check_source, make_policy
-from profsvc_client import errors
-from profsvc_client.models import RuleSeverity, SourceKind, StaticPolicy
-from profsvc_client.policy import build_policy, read_policy_file, static_check_summary
+from profsvc_client.policy import build_policy, read_policy_file
+from profsvc_contract import errors
+from profsvc_contract.models import RuleSeverity, SourceKind, StaticPolicy
 
 CORPUS = Path(__file__).resolve().parents[1] / "staticcheck_corpus"
 PARTIAL = CORPUS / "honest" / "partial_replacement_maxpool.py"

@@ -7,8 +7,8 @@ import pytest
 from profsvc.config import Limits
 from profsvc.kinds import Verb
 from profsvc.server.validation import validate_filter, validate_metric_set, validate_source
-from profsvc_client.errors import InvalidRequest, Reason
-from profsvc_client.models import KernelFilter, KernelSource, SourceFile, SourceKind
+from profsvc_contract.errors import InvalidRequest, Reason
+from profsvc_contract.models import KernelFilter, KernelSource, SourceFile, SourceKind
 from tests.conftest import FIXTURES
 
 LIMITS = Limits(max_source_bytes=4096)

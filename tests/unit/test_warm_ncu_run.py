@@ -16,7 +16,7 @@ from profsvc.server import app
 from profsvc.telemetry import Telemetry
 from profsvc.worker.standby import WARM_PROFILER
 from profsvc_client import cli
-from profsvc_client.models import GpuInfo
+from profsvc_contract.models import GpuInfo
 from tests.conftest import FIXTURES
 
 

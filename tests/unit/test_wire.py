@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from profsvc.metrics.analysis import analyze_report
-from profsvc_client._proto import profiler_pb2 as pb
-from profsvc_client.convert import message_to_dict, to_model, to_proto
-from profsvc_client.models import ProfileResult, Progress, Stage
+from profsvc_contract._proto import profiler_pb2 as pb
+from profsvc_contract.convert import message_to_dict, to_model, to_proto
+from profsvc_contract.models import ProfileResult, Progress, Stage
 from tests.conftest import REPORTS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from profsvc_client.models import EvaluateResult, KernelResult, ProfileResult
-from profsvc_client.units import format_value
+from profsvc_contract.models import EvaluateResult, KernelResult, ProfileResult
+from profsvc_contract.units import format_value
 
 # The figures of the headline table, in order: (catalog name, column title).
 HEADLINE = (

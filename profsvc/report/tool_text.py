@@ -1,9 +1,9 @@
-"""Plain-text renderings of correctness and timing results, shared by the CLI and the server's reports."""
+"""Plain-text renderings of correctness and timing results, for their own reports and the evaluation's."""
 
 from __future__ import annotations
 
-from profsvc_client.models import BenchmarkResult, CorrectnessResult, ModelTiming
-from profsvc_client.units import format_value
+from profsvc_contract.models import BenchmarkResult, CorrectnessResult, ModelTiming
+from profsvc_contract.units import format_value
 
 
 def _timing_line(label: str, timing: ModelTiming) -> str:

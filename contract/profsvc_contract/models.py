@@ -1,6 +1,6 @@
 """Typed results: pydantic models that mirror the messages of profiler.proto.
 
-Field names and nesting are the proto's, so `profsvc_client.convert` moves data
+Field names and nesting are the proto's, so `profsvc_contract.convert` moves data
 between the two generically; enums use the proto value names without their
 prefix, in lower case ("STAGE_QUEUED" is Stage.QUEUED = "queued").
 """
@@ -392,6 +392,8 @@ class ProfileResult(_Model):
     target: str = ""
     # Seconds by stage: where the call's time went.
     timings: dict[str, float] = Field(default_factory=dict)
+    # The report in Markdown (the server renders it).
+    report_markdown: str = ""
 
 
 class StaticFinding(_Model):
@@ -424,6 +426,8 @@ class StaticCheckResult(_Model):
     ok: bool = False
     findings: list[StaticFinding] = Field(default_factory=list)
     policy: StaticPolicy = Field(default_factory=StaticPolicy)
+    # The report as the CLI and the agent tools show it (the server renders it).
+    report_text: str = ""
 
 
 class Tolerance(_Model):
@@ -463,6 +467,8 @@ class CorrectnessResult(_Model):
     compile: CompileResult = Field(default_factory=CompileResult)
     # Seconds by stage: where the call's time went.
     timings: dict[str, float] = Field(default_factory=dict)
+    # The report as the CLI and the agent tools show it (the server renders it).
+    report_text: str = ""
 
 
 class TimingStats(_Model):
@@ -518,6 +524,8 @@ class BenchmarkResult(_Model):
     decisive_flags: list[str] = Field(default_factory=list)
     # Seconds by stage: where the call's time went.
     timings: dict[str, float] = Field(default_factory=dict)
+    # The report as the CLI and the agent tools show it (the server renders it).
+    report_text: str = ""
 
 
 class EvaluateResult(_Model):
@@ -533,3 +541,5 @@ class EvaluateResult(_Model):
     report_text: str = ""
     # Seconds by stage: where the call's time went.
     timings: dict[str, float] = Field(default_factory=dict)
+    # The report in Markdown (the server renders it).
+    report_markdown: str = ""

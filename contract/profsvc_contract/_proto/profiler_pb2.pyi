@@ -524,7 +524,7 @@ class JobError(_message.Message):
     def __init__(self, kind: _Optional[str] = ..., message: _Optional[str] = ..., stage: _Optional[_Union[Stage, str]] = ..., kernel: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class ProfileResult(_message.Message):
-    __slots__ = ("ok", "job_id", "device", "kernels", "compile", "artifacts", "ncu", "error", "report_text", "warnings", "aggregate", "delta", "session_id", "target", "timings")
+    __slots__ = ("ok", "job_id", "device", "kernels", "compile", "artifacts", "ncu", "error", "report_text", "warnings", "aggregate", "delta", "session_id", "target", "timings", "report_markdown")
     class TimingsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -547,6 +547,7 @@ class ProfileResult(_message.Message):
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    REPORT_MARKDOWN_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     job_id: str
     device: DeviceInfo
@@ -562,7 +563,8 @@ class ProfileResult(_message.Message):
     session_id: str
     target: str
     timings: _containers.ScalarMap[str, float]
-    def __init__(self, ok: _Optional[bool] = ..., job_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., kernels: _Optional[_Iterable[_Union[KernelResult, _Mapping]]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., ncu: _Optional[_Union[NcuRun, _Mapping]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., report_text: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., aggregate: _Optional[_Union[Aggregate, _Mapping]] = ..., delta: _Optional[_Iterable[_Union[DeltaRow, _Mapping]]] = ..., session_id: _Optional[str] = ..., target: _Optional[str] = ..., timings: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    report_markdown: str
+    def __init__(self, ok: _Optional[bool] = ..., job_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., kernels: _Optional[_Iterable[_Union[KernelResult, _Mapping]]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., ncu: _Optional[_Union[NcuRun, _Mapping]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., report_text: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., aggregate: _Optional[_Union[Aggregate, _Mapping]] = ..., delta: _Optional[_Iterable[_Union[DeltaRow, _Mapping]]] = ..., session_id: _Optional[str] = ..., target: _Optional[str] = ..., timings: _Optional[_Mapping[str, float]] = ..., report_markdown: _Optional[str] = ...) -> None: ...
 
 class AnalyzeRequest(_message.Message):
     __slots__ = ("chunk", "filename", "filter", "session_id", "size")
@@ -623,14 +625,16 @@ class StaticFinding(_message.Message):
     def __init__(self, rule_id: _Optional[str] = ..., severity: _Optional[str] = ..., line: _Optional[int] = ..., column: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class StaticCheckResult(_message.Message):
-    __slots__ = ("ok", "findings", "policy")
+    __slots__ = ("ok", "findings", "policy", "report_text")
     OK_FIELD_NUMBER: _ClassVar[int]
     FINDINGS_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
+    REPORT_TEXT_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     findings: _containers.RepeatedCompositeFieldContainer[StaticFinding]
     policy: StaticPolicy
-    def __init__(self, ok: _Optional[bool] = ..., findings: _Optional[_Iterable[_Union[StaticFinding, _Mapping]]] = ..., policy: _Optional[_Union[StaticPolicy, _Mapping]] = ...) -> None: ...
+    report_text: str
+    def __init__(self, ok: _Optional[bool] = ..., findings: _Optional[_Iterable[_Union[StaticFinding, _Mapping]]] = ..., policy: _Optional[_Union[StaticPolicy, _Mapping]] = ..., report_text: _Optional[str] = ...) -> None: ...
 
 class StaticCheckResponse(_message.Message):
     __slots__ = ("result",)
@@ -677,7 +681,7 @@ class TrialResult(_message.Message):
     def __init__(self, index: _Optional[int] = ..., ok: _Optional[bool] = ..., message: _Optional[str] = ..., input_shapes: _Optional[_Iterable[str]] = ..., max_abs_error: _Optional[float] = ..., mean_abs_error: _Optional[float] = ..., max_rel_error: _Optional[float] = ..., first_mismatch: _Optional[str] = ...) -> None: ...
 
 class CorrectnessResult(_message.Message):
-    __slots__ = ("ok", "trials", "passed", "trial_results", "tolerances", "max_abs_error", "mean_abs_error", "max_rel_error", "message", "error", "compile", "timings")
+    __slots__ = ("ok", "trials", "passed", "trial_results", "tolerances", "max_abs_error", "mean_abs_error", "max_rel_error", "message", "error", "compile", "timings", "report_text")
     class TimingsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -697,6 +701,7 @@ class CorrectnessResult(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     COMPILE_FIELD_NUMBER: _ClassVar[int]
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    REPORT_TEXT_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     trials: int
     passed: int
@@ -709,7 +714,8 @@ class CorrectnessResult(_message.Message):
     error: JobError
     compile: CompileResult
     timings: _containers.ScalarMap[str, float]
-    def __init__(self, ok: _Optional[bool] = ..., trials: _Optional[int] = ..., passed: _Optional[int] = ..., trial_results: _Optional[_Iterable[_Union[TrialResult, _Mapping]]] = ..., tolerances: _Optional[_Iterable[_Union[Tolerance, _Mapping]]] = ..., max_abs_error: _Optional[float] = ..., mean_abs_error: _Optional[float] = ..., max_rel_error: _Optional[float] = ..., message: _Optional[str] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., timings: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    report_text: str
+    def __init__(self, ok: _Optional[bool] = ..., trials: _Optional[int] = ..., passed: _Optional[int] = ..., trial_results: _Optional[_Iterable[_Union[TrialResult, _Mapping]]] = ..., tolerances: _Optional[_Iterable[_Union[Tolerance, _Mapping]]] = ..., max_abs_error: _Optional[float] = ..., mean_abs_error: _Optional[float] = ..., max_rel_error: _Optional[float] = ..., message: _Optional[str] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., timings: _Optional[_Mapping[str, float]] = ..., report_text: _Optional[str] = ...) -> None: ...
 
 class CheckCorrectnessResponse(_message.Message):
     __slots__ = ("result",)
@@ -772,7 +778,7 @@ class ModelTiming(_message.Message):
     def __init__(self, events: _Optional[_Union[TimingStats, _Mapping]] = ..., wall: _Optional[_Union[TimingStats, _Mapping]] = ..., kernels: _Optional[_Union[TimingStats, _Mapping]] = ..., launches_per_call: _Optional[int] = ..., launch_records: _Optional[_Iterable[_Union[LaunchRecord, _Mapping]]] = ..., peak_memory_bytes: _Optional[int] = ...) -> None: ...
 
 class BenchmarkResult(_message.Message):
-    __slots__ = ("ok", "candidate", "reference", "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_basis", "method", "clocks_mhz", "flags", "memory_ratio", "fusion_ratio", "error", "compile", "decisive_flags", "timings")
+    __slots__ = ("ok", "candidate", "reference", "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_basis", "method", "clocks_mhz", "flags", "memory_ratio", "fusion_ratio", "error", "compile", "decisive_flags", "timings", "report_text")
     class ClocksMhzEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -803,6 +809,7 @@ class BenchmarkResult(_message.Message):
     COMPILE_FIELD_NUMBER: _ClassVar[int]
     DECISIVE_FLAGS_FIELD_NUMBER: _ClassVar[int]
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    REPORT_TEXT_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     candidate: ModelTiming
     reference: ModelTiming
@@ -819,7 +826,8 @@ class BenchmarkResult(_message.Message):
     compile: CompileResult
     decisive_flags: _containers.RepeatedScalarFieldContainer[str]
     timings: _containers.ScalarMap[str, float]
-    def __init__(self, ok: _Optional[bool] = ..., candidate: _Optional[_Union[ModelTiming, _Mapping]] = ..., reference: _Optional[_Union[ModelTiming, _Mapping]] = ..., speedup: _Optional[float] = ..., speedup_ci_low: _Optional[float] = ..., speedup_ci_high: _Optional[float] = ..., speedup_basis: _Optional[str] = ..., method: _Optional[str] = ..., clocks_mhz: _Optional[_Mapping[str, float]] = ..., flags: _Optional[_Iterable[str]] = ..., memory_ratio: _Optional[float] = ..., fusion_ratio: _Optional[float] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., decisive_flags: _Optional[_Iterable[str]] = ..., timings: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    report_text: str
+    def __init__(self, ok: _Optional[bool] = ..., candidate: _Optional[_Union[ModelTiming, _Mapping]] = ..., reference: _Optional[_Union[ModelTiming, _Mapping]] = ..., speedup: _Optional[float] = ..., speedup_ci_low: _Optional[float] = ..., speedup_ci_high: _Optional[float] = ..., speedup_basis: _Optional[str] = ..., method: _Optional[str] = ..., clocks_mhz: _Optional[_Mapping[str, float]] = ..., flags: _Optional[_Iterable[str]] = ..., memory_ratio: _Optional[float] = ..., fusion_ratio: _Optional[float] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., decisive_flags: _Optional[_Iterable[str]] = ..., timings: _Optional[_Mapping[str, float]] = ..., report_text: _Optional[str] = ...) -> None: ...
 
 class BenchmarkResponse(_message.Message):
     __slots__ = ("result",)
@@ -842,7 +850,7 @@ class EvaluateRequest(_message.Message):
     def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., trials: _Optional[int] = ..., skip_profile: _Optional[bool] = ..., session_id: _Optional[str] = ..., policy: _Optional[_Union[StaticPolicy, _Mapping]] = ...) -> None: ...
 
 class EvaluateResult(_message.Message):
-    __slots__ = ("ok", "static_check", "correctness", "benchmark", "profile", "sol_pct", "sol_definition", "report_text", "timings")
+    __slots__ = ("ok", "static_check", "correctness", "benchmark", "profile", "sol_pct", "sol_definition", "report_text", "timings", "report_markdown")
     class TimingsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -859,6 +867,7 @@ class EvaluateResult(_message.Message):
     SOL_DEFINITION_FIELD_NUMBER: _ClassVar[int]
     REPORT_TEXT_FIELD_NUMBER: _ClassVar[int]
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    REPORT_MARKDOWN_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     static_check: StaticCheckResult
     correctness: CorrectnessResult
@@ -868,7 +877,8 @@ class EvaluateResult(_message.Message):
     sol_definition: str
     report_text: str
     timings: _containers.ScalarMap[str, float]
-    def __init__(self, ok: _Optional[bool] = ..., static_check: _Optional[_Union[StaticCheckResult, _Mapping]] = ..., correctness: _Optional[_Union[CorrectnessResult, _Mapping]] = ..., benchmark: _Optional[_Union[BenchmarkResult, _Mapping]] = ..., profile: _Optional[_Union[ProfileResult, _Mapping]] = ..., sol_pct: _Optional[float] = ..., sol_definition: _Optional[str] = ..., report_text: _Optional[str] = ..., timings: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    report_markdown: str
+    def __init__(self, ok: _Optional[bool] = ..., static_check: _Optional[_Union[StaticCheckResult, _Mapping]] = ..., correctness: _Optional[_Union[CorrectnessResult, _Mapping]] = ..., benchmark: _Optional[_Union[BenchmarkResult, _Mapping]] = ..., profile: _Optional[_Union[ProfileResult, _Mapping]] = ..., sol_pct: _Optional[float] = ..., sol_definition: _Optional[str] = ..., report_text: _Optional[str] = ..., timings: _Optional[_Mapping[str, float]] = ..., report_markdown: _Optional[str] = ...) -> None: ...
 
 class EvaluateResponse(_message.Message):
     __slots__ = ("progress", "result")

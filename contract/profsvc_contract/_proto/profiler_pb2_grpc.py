@@ -4,7 +4,7 @@
 import grpc
 import warnings
 
-from profsvc_client._proto import profiler_pb2 as profsvc_dot_v1_dot_profiler__pb2
+from profsvc_contract._proto import profiler_pb2 as profsvc_dot_v1_dot_profiler__pb2
 
 GRPC_GENERATED_VERSION = '1.84.0'
 GRPC_VERSION = grpc.__version__

@@ -110,7 +110,7 @@ def to_proto(model: BaseModel, message_type: type[P]) -> P:
     try:
         _fill(message, model.model_dump(mode="python", by_alias=True))
     except ValueError as error:
-        from profsvc_client.errors import InvalidRequest
+        from profsvc_contract.errors import InvalidRequest
 
         raise InvalidRequest(str(error)) from None
     return message
