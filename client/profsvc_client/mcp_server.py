@@ -164,9 +164,17 @@ def correctness_text(result: CorrectnessResult) -> str:
 
 
 def static_check_text(result: StaticCheckResult) -> str:
-    """`static_check PASSED/FAILED` over the server's report: a line per finding, then the summary (with the
-    policy when it is not the default)."""
-    return f"static_check {'PASSED' if result.ok else 'FAILED'}\n{result.report_text.rstrip()}"
+    """`static_check PASSED/FAILED: ...` (with the policy when it is not the default) over the server's report,
+    a line per finding."""
+    errors_found = sum(f.severity == "error" for f in result.findings)
+    warnings = len(result.findings) - errors_found
+    if not result.findings:
+        head = "static_check PASSED: no violations or warnings detected."
+    else:
+        head = f"static_check {'PASSED' if result.ok else 'FAILED'}: {errors_found} error(s), {warnings} warning(s)."
+    if not result.policy.is_default:
+        head += f" Policy: {result.policy.label()}."
+    return f"{head}\n{result.report_text.rstrip()}"
 
 
 def profile_text(result: ProfileResult, tool: str) -> str:

@@ -419,6 +419,18 @@ class StaticPolicy(_Model):
     name: str = ""
     overrides: list[RuleSeverity] = Field(default_factory=list)
 
+    @property
+    def is_default(self) -> bool:
+        """Whether this is the server's default policy, unchanged."""
+        return self.name in ("", "default") and not self.overrides
+
+    def label(self) -> str:
+        """How a result names its policy: `default`, or `strict (torch_fallback=error, cuda_vendor_library=off)`."""
+        name = self.name or "default"
+        if not self.overrides:
+            return name
+        return f"{name} ({', '.join(f'{o.rule_id}={o.severity}' for o in self.overrides)})"
+
 
 class StaticCheckResult(_Model):
     """Outcome of a static check (ok: no finding of severity error under the policy that applied)."""

@@ -482,7 +482,7 @@ def test_example_agent_loop_runs_until_the_gpu_step(served):
         text=True,
         timeout=600,
     )
-    assert "static_check: clean" in done.stdout
+    assert "static check: clean" in done.stdout
     if not HAS_GPU:
         # Compile imports the problem (no GPU needed); correctness needs the GPU this machine lacks.
         assert done.returncode == 2 and "NO_GPU" in done.stderr
