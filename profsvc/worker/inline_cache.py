@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -89,9 +90,18 @@ def _own_roots() -> list[Path]:
     return [root.resolve() for root in roots]
 
 
+def _system_roots() -> list[Path]:
+    """The interpreter's trees (torch's headers among them): system folders even where they sit under /tmp."""
+    return [Path(p).resolve() for p in dict.fromkeys([sys.prefix, sys.base_prefix, sys.exec_prefix])]
+
+
 def _is_own(path: str) -> bool:
     resolved = Path(path).resolve()
-    return any(resolved == root or root in resolved.parents for root in _own_roots())
+
+    def under(roots: list[Path]) -> bool:
+        return any(resolved == root or root in resolved.parents for root in roots)
+
+    return under(_own_roots()) and not under(_system_roots())
 
 
 def read_folder(path: str, name: str, also: frozenset[str] = frozenset()) -> SentFolder:
