@@ -177,7 +177,7 @@ class ServerConfig(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _no_open_door(self) -> ServerConfig:
+    def _check_exposure(self) -> ServerConfig:
         # Untrusted code runs on this host: listening beyond loopback without a token needs --insecure. The
         # metrics endpoint asks for the same token (telemetry: who calls what, how often).
         if not is_loopback(self.host) and self.jail != "required":

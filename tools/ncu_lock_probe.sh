@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two facts about ncu that the warm ncu workers depend on (profsvc.scheduler.standby):
+# Two facts about ncu that the warm ncu workers depend on (profsvc.scheduler.warm_pool):
 #   lock   Does a process under ncu that has profiled a kernel and then waits hold up another ncu's first
 #          kernel? A profiles one kernel, then sleeps 20 s; B starts under a second ncu once A has profiled
 #          and profiles one kernel too: when B's kernel returns tells per-kernel from per-process serialization.

@@ -46,12 +46,13 @@ class Stage(enum.StrEnum):
 
 
 class Severity(enum.StrEnum):
-    """Severity of a compiler diagnostic."""
+    """How much a compiler diagnostic or a static-check finding matters (the one severity of profsvc)."""
 
     UNSPECIFIED = "unspecified"
     ERROR = "error"
     WARNING = "warning"
     NOTE = "note"
+    INFO = "info"
 
 
 class SourceFile(_Model):

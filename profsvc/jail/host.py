@@ -22,7 +22,7 @@ from pathlib import Path
 from profsvc.jail.cgroup import Cgroups, JobCgroup, shell
 from profsvc.jail.command import JailPlan, bwrap_argv
 from profsvc.proc import Launch, run_process
-from profsvc.worker.standby import pid_alive
+from profsvc.worker.warm import pid_alive
 
 # The system's read-only trees (those that exist); /etc only in part, below.
 SYSTEM_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt")

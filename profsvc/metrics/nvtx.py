@@ -16,7 +16,7 @@ PROFSVC_DOMAIN = "profsvc"
 # The push/pop range around the measured call.
 MEASURED_RANGE = "profsvc"
 # A warm profiling worker profiles one kernel of its own in this push/pop range before its job, paying ncu's
-# one-time set-up there (profsvc.scheduler.standby); its report holds that kernel too, and the analysis leaves it out.
+# one-time set-up there (profsvc.scheduler.warm_pool); its report holds that kernel too, and the analysis leaves it out.
 PROFILER_WARMUP_RANGE = "profsvc-warmup"
 # ncu's --nvtx-include for each.
 MEASURED_INCLUDE = f"{PROFSVC_DOMAIN}@{MEASURED_RANGE}/"

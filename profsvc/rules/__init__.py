@@ -12,22 +12,22 @@ nothing of the server, scheduler or worker.
 
 from profsvc.rules.engine import check_figures, evaluate_rules, ncu_hints, rank_hints
 from profsvc.rules.table import (
+    Priority,
+    PriorityThresholds,
     Rule,
     RuleTable,
     RuleTableError,
-    Severity,
-    SeverityThresholds,
     UnknownFigureError,
     load_rules,
     parse_rules,
 )
 
 __all__ = [
+    "Priority",
+    "PriorityThresholds",
     "Rule",
     "RuleTable",
     "RuleTableError",
-    "Severity",
-    "SeverityThresholds",
     "UnknownFigureError",
     "check_figures",
     "evaluate_rules",

@@ -15,12 +15,12 @@ from collections.abc import Iterable, Mapping
 from functools import cached_property, lru_cache
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from profsvc.metrics.catalog import Catalog, load_catalog
 from profsvc.metrics.expr import Evaluator, Value, compile_expr, names_in
-from profsvc.metrics.tables import load_table
-from profsvc.rules.table import _ID, template_fields
+from profsvc.metrics.tables import NonBlank, SnakeCaseId, load_table
+from profsvc.rules.table import template_fields
 from profsvc.rules.variables import EXTRA_UNITS
 from profsvc_contract.models import Inconsistency
 from profsvc_contract.units import format_value
@@ -35,19 +35,12 @@ class Check(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    id: str
+    id: SnakeCaseId
     holds: str
-    message: str
+    message: NonBlank
     # Figures and variables no hint may read when the check fails; "name*" covers every name with that prefix.
     figures: tuple[str, ...] = Field(min_length=1)
     params: dict[str, float] = Field(default_factory=dict)
-
-    @field_validator("id")
-    @classmethod
-    def _snake_case(cls, value: str) -> str:
-        if not _ID.match(value):
-            raise ValueError(f"check id {value!r} must be snake_case")
-        return value
 
     @model_validator(mode="after")
     def _parses(self) -> Check:

@@ -11,7 +11,7 @@ Semantics (see metrics/rules.toml for the table itself):
   (reported or not) declares in `covers_ncu`.
 - Before any rule, the consistency checks (metrics/checks.toml) run over the same variables:
   a rule that reads a figure a failed check implicates neither fires nor caps a child.
-- Every hint's severity label is read off its estimate (the table's [severity] thresholds),
+- Every hint's priority label (its `severity` field) is read off its estimate (the table's [priority] thresholds),
   so a [high] hint never ranks below a [medium] one.
 """
 
@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from profsvc.metrics.catalog import Catalog
 from profsvc.metrics.expr import Value
 from profsvc.rules.checks import CheckTable, failed_checks, load_checks, untrusted
-from profsvc.rules.table import Rule, RuleTable, SeverityThresholds
+from profsvc.rules.table import PriorityThresholds, Rule, RuleTable
 from profsvc.rules.variables import kernel_variables
 from profsvc_contract.models import Evidence, Hint, Inconsistency, KernelResult, NcuRuleResult
 from profsvc_contract.units import format_value
@@ -74,11 +74,11 @@ def evaluate_rules(
         speedups[rule.id] = min(speedup, cap) if speedup is not None and cap is not None else speedup
     explained = {ancestor for rule in fired for ancestor in rules.ancestors[rule.id]}
     hints = [
-        _hint(rule, values, speedups[rule.id], rules.units, kernel, rules.severity)
+        _hint(rule, values, speedups[rule.id], rules.units, kernel, rules.priority)
         for rule in fired
         if rule.id not in explained
     ]
-    return rank_hints(hints + ncu_hints(kernel, fired, rules.severity, rules.ncu_informational))
+    return rank_hints(hints + ncu_hints(kernel, fired, rules.priority, rules.ncu_informational))
 
 
 def _hint(
@@ -87,7 +87,7 @@ def _hint(
     speedup: float | None,
     units: Mapping[str, str],
     kernel: KernelResult,
-    severity: SeverityThresholds,
+    priority: PriorityThresholds,
 ) -> Hint:
     scope = {**values, **rule.params}
     rendered = {name: format_value(_number(scope.get(name)), units.get(name, "")) for name in rule.message_fields}
@@ -99,7 +99,7 @@ def _hint(
     return Hint(
         rule_id=rule.id,
         origin=ORIGIN_PROFSVC,
-        severity=severity.label(speedup or 0.0).value,
+        severity=priority.label(speedup or 0.0).value,
         title=rule.title,
         message=rule.message.format(**rendered) + ("" if speedup is not None else NO_ESTIMATE),
         advice=rule.advice,
@@ -123,7 +123,7 @@ def source_lines(kernel: KernelResult, stall: str) -> list[str]:
 def ncu_hints(
     kernel: KernelResult,
     covering: Iterable[Rule],
-    severity: SeverityThresholds,
+    priority: PriorityThresholds,
     informational: frozenset[str] = frozenset(),
 ) -> list[Hint]:
     """Nsight Compute's OPT and WRN results as hints, without those a fired profsvc rule covers.
@@ -132,7 +132,7 @@ def ncu_hints(
     """
     covered = {ref for rule in covering for ref in rule.covers_ncu}
     return [
-        _ncu_hint(result, result.rule_id in informational, severity)
+        _ncu_hint(result, result.rule_id in informational, priority)
         for result in kernel.ncu_rules
         if result.type in NCU_TYPES
         and result.rule_id not in covered
@@ -140,7 +140,7 @@ def ncu_hints(
     ]
 
 
-def _ncu_hint(result: NcuRuleResult, informational: bool, severity: SeverityThresholds) -> Hint:
+def _ncu_hint(result: NcuRuleResult, informational: bool, priority: PriorityThresholds) -> Hint:
     message = result.message
     speedup = 0.0
     if result.estimated_speedup_pct is not None and math.isfinite(result.estimated_speedup_pct):
@@ -156,7 +156,7 @@ def _ncu_hint(result: NcuRuleResult, informational: bool, severity: SeverityThre
     return Hint(
         rule_id=result.rule_id,
         origin=ORIGIN_NCU,
-        severity=severity.label(speedup).value,
+        severity=priority.label(speedup).value,
         title=result.title or result.rule_id,
         message=message,
         estimated_speedup_pct=speedup,
@@ -167,7 +167,7 @@ def _ncu_hint(result: NcuRuleResult, informational: bool, severity: SeverityThre
 def rank_hints(hints: Iterable[Hint], limit: int | None = None) -> list[Hint]:
     """Hints by estimated speedup, largest first; ties profsvc before ncu, then input order.
 
-    Severity labels follow the estimate, so this order never puts a higher label below a lower one.
+    Priority labels follow the estimate, so this order never puts a higher label below a lower one.
     The text report shows `rank_hints(kernel.hints, 5)`, JSON all of them.
     """
     ranked = sorted(hints, key=lambda h: (-h.estimated_speedup_pct, _ORIGIN_RANK.get(h.origin, 2)))

@@ -22,24 +22,23 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from profsvc.metrics.catalog import Catalog, load_catalog
 from profsvc.metrics.expr import Evaluator, Value, compile_expr, names_in
-from profsvc.metrics.tables import load_table
+from profsvc.metrics.tables import NonBlank, SnakeCaseId, TableError, load_table
 from profsvc.rules.variables import EXTRA_UNITS, STALL_REASONS
 
-_ID = re.compile(r"^[a-z][a-z0-9_]*$")
 # "RuleId" covers every message of that ncu rule, "RuleId:Title" only the message with that title.
 _NCU_REF = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(:.+)?$")
 _DOCS = "https://docs.nvidia.com/"
 
 
-class Severity(enum.StrEnum):
-    """A hint's label, read off its estimated speedup (SeverityThresholds): the label and the estimate agree."""
+class Priority(enum.StrEnum):
+    """A hint's label, read off its estimated speedup (PriorityThresholds): the label and the estimate agree."""
 
     HIGH = "high"
     MEDIUM = "medium"
     LOW = "low"
 
 
-class SeverityThresholds(BaseModel):
+class PriorityThresholds(BaseModel):
     """Estimated runtime reduction (%) from which a hint is labelled high, and medium; below: low."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -48,19 +47,19 @@ class SeverityThresholds(BaseModel):
     medium_pct: float = Field(gt=0, le=100)
 
     @model_validator(mode="after")
-    def _ordered(self) -> SeverityThresholds:
+    def _ordered(self) -> PriorityThresholds:
         if self.medium_pct > self.high_pct:
             raise ValueError("medium_pct must not exceed high_pct")
         return self
 
-    def label(self, speedup_pct: float) -> Severity:
+    def label(self, speedup_pct: float) -> Priority:
         """The label of a hint that estimates `speedup_pct` % less runtime."""
         if speedup_pct >= self.high_pct:
-            return Severity.HIGH
-        return Severity.MEDIUM if speedup_pct >= self.medium_pct else Severity.LOW
+            return Priority.HIGH
+        return Priority.MEDIUM if speedup_pct >= self.medium_pct else Priority.LOW
 
 
-class RuleTableError(ValueError):
+class RuleTableError(TableError):
     """The rule table is malformed; the message names the rule."""
 
 
@@ -92,32 +91,18 @@ class Rule(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    id: str
-    title: str
+    id: SnakeCaseId
+    title: NonBlank
     condition: str
     speedup: str
-    message: str
-    advice: str
+    message: NonBlank
+    advice: NonBlank
     docs: str
     evidence: tuple[str, ...] = Field(min_length=1)
     parent: str | None = None
     source_stall: str | None = None
     covers_ncu: tuple[str, ...] = ()
-    params: dict[str, float] = Field(default_factory=dict)
-
-    @field_validator("id")
-    @classmethod
-    def _snake_case(cls, value: str) -> str:
-        if not _ID.match(value):
-            raise ValueError(f"rule id {value!r} must be snake_case")
-        return value
-
-    @field_validator("title", "advice", "message")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be blank")
-        return value
+    params: dict[SnakeCaseId, float] = Field(default_factory=dict)
 
     @field_validator("docs")
     @classmethod
@@ -139,14 +124,6 @@ class Rule(BaseModel):
         for ref in value:
             if not _NCU_REF.match(ref):
                 raise ValueError(f"covers_ncu entry {ref!r} must be 'RuleId' or 'RuleId:Title'")
-        return value
-
-    @field_validator("params")
-    @classmethod
-    def _param_names(cls, value: dict[str, float]) -> dict[str, float]:
-        for name in value:
-            if not _ID.match(name):
-                raise ValueError(f"param name {name!r} must be snake_case")
         return value
 
     @model_validator(mode="after")
@@ -223,7 +200,7 @@ class RuleTable(BaseModel):
 
     rules: tuple[Rule, ...]
     units: dict[str, str]
-    severity: SeverityThresholds
+    priority: PriorityThresholds
     ncu_informational: frozenset[str] = frozenset()
 
     @cached_property
@@ -304,10 +281,10 @@ def parse_rules(data: dict[str, Any], catalog: Catalog) -> RuleTable:
     if not isinstance(informational, list) or not all(isinstance(i, str) and i for i in informational):
         raise RuleTableError("ncu_informational must be a list of ncu rule ids")
     try:
-        severity = SeverityThresholds.model_validate(data.get("severity", {}))
+        priority = PriorityThresholds.model_validate(data.get("priority", {}))
     except ValidationError as error:
-        raise RuleTableError(f"[severity]: {_problems(error)}") from None
-    return RuleTable(rules=tuple(ordered), units=units, severity=severity, ncu_informational=frozenset(informational))
+        raise RuleTableError(f"[priority]: {_problems(error)}") from None
+    return RuleTable(rules=tuple(ordered), units=units, priority=priority, ncu_informational=frozenset(informational))
 
 
 @lru_cache(maxsize=1)

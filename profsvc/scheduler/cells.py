@@ -23,7 +23,7 @@ from profsvc.jail import Jail
 from profsvc.jobenv import job_environment
 from profsvc.proc import Launch, ProcessResult, StartedProcess
 from profsvc.scheduler.control import Handler, ServerChannel
-from profsvc.scheduler.standby import StandbyGone, StandbyPool, StandbySpec
+from profsvc.scheduler.warm_pool import StandbyGone, StandbyPool, StandbySpec
 
 MakeArgv = Callable[[Path], list[str]]
 

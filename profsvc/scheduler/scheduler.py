@@ -50,10 +50,10 @@ from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
 from profsvc.scheduler.program_outcome import program_failure
 from profsvc.scheduler.relay import Relay
 from profsvc.scheduler.sessions import SessionKey, SessionStore
-from profsvc.scheduler.standby import StandbyPool, StandbySpec
+from profsvc.scheduler.warm_pool import StandbyPool, StandbySpec
 from profsvc.staticcheck.own_kernels import own_kernel_names
 from profsvc.telemetry import JOB_TIMINGS, Telemetry, collect_timings
-from profsvc.worker.standby import WARM_LIBRARIES, WARM_PROFILER
+from profsvc.worker.warm import WARM_LIBRARIES, WARM_PROFILER
 from profsvc_contract.errors import InvalidRequest, PreconditionFailed, Reason, ResourceExhausted
 from profsvc_contract.models import (
     ArtifactRef,
@@ -98,7 +98,7 @@ class _Job:
         self.started = time.monotonic()
         self._progress = progress
 
-    def report(self, stage: Stage, message: str = "", **fields: int) -> None:
+    def progress(self, stage: Stage, message: str = "", **fields: int) -> None:
         if self._progress is not None:
             elapsed = time.monotonic() - self.started
             self._progress(Progress(stage=stage, message=message, elapsed_seconds=elapsed, **fields))
@@ -138,7 +138,7 @@ class Scheduler:
         self._compile_slots = asyncio.Semaphore(config.compile_workers)
         self._analyze_slots = asyncio.Semaphore(config.compile_workers)
         self._free_gpus: asyncio.Queue[int] = asyncio.Queue()
-        # Held by the job on a GPU, and by a warm ncu worker while it primes (scheduler.standby).
+        # Held by the job on a GPU, and by a warm ncu worker while it primes (scheduler.warm_pool).
         self._gpu_locks: dict[int, asyncio.Lock] = {}
         for gpu in host.gpus:
             self._free_gpus.put_nowait(gpu.index)
@@ -286,7 +286,7 @@ class Scheduler:
             try:
                 with collect_timings() as timings:
                     job = _Job(job_id, workspace, progress, timings)
-                    job.report(Stage.QUEUED, "accepted", queue_position=max(0, self._admitted - 1))
+                    job.progress(Stage.QUEUED, "accepted", queue_position=max(0, self._admitted - 1))
                     yield job
             finally:
                 self.workspaces.finish(job_id)
@@ -299,7 +299,7 @@ class Scheduler:
         self._waiting_for_gpu += 1
         try:
             if self._free_gpus.empty():
-                job.report(Stage.QUEUED, "waiting for a GPU", queue_position=self._waiting_for_gpu)
+                job.progress(Stage.QUEUED, "waiting for a GPU", queue_position=self._waiting_for_gpu)
             with self.telemetry.stage("gpu_wait"):
                 gpu = await self._free_gpus.get()
                 try:
@@ -348,7 +348,7 @@ class Scheduler:
 
     async def _build(self, job: _Job, source: SourceSpec) -> Built:
         """Build the source as its kind does (profsvc.kinds); a compile error is a result."""
-        job.report(Stage.COMPILING, f"building {source.main_name}")
+        job.progress(Stage.COMPILING, f"building {source.main_name}")
         built = await kind_named(source.kind).build(self.kinds, source)
         if built.status is not None:
             self._record_phases("compile", built.status)
@@ -379,11 +379,11 @@ class Scheduler:
             if not compiled.ok:
                 return compiled, None
             async with self._gpu(job) as gpu:
-                job.report(Stage.RUNNING, f"running {mode} on GPU {gpu}")
+                job.progress(Stage.RUNNING, f"running {mode} on GPU {gpu}")
                 with self.telemetry.stage(mode):
                     status = await self._judged(source, mode, options, gpu, own_kernel)
             self._record_phases(mode, status)
-            job.report(Stage.DONE, "done")
+            job.progress(Stage.DONE, "done")
             return compiled, status
 
     async def _judged(
@@ -492,7 +492,7 @@ class Scheduler:
 
     def _warm_ncu_options(self, report: Path) -> NcuOptions:
         """The default options plus the warm worker's own kernel, profiled in its warm-up range before the job
-        (where workers prime: scheduler.standby)."""
+        (where workers prime: scheduler.warm_pool)."""
         options = self._default_ncu_options(report)
         if not self._prime_ncu_workers:
             return options
@@ -577,11 +577,11 @@ class Scheduler:
             result.target = target.target
             options = self._ncu_options(spec, job.workspace / REPORT_NAME, target.default_nvtx)
             async with self._gpu(job) as gpu:
-                job.report(Stage.RUNNING, f"running under ncu on GPU {gpu}")
+                job.progress(Stage.RUNNING, f"running under ncu on GPU {gpu}")
 
                 def on_ncu(event: NcuProgress) -> None:
                     message = f"kernel {event.kernel_index} {event.kernel_name}: {event.percent}%"
-                    job.report(Stage.PROFILING, message, kernel_index=event.kernel_index, passes=event.passes)
+                    job.progress(Stage.PROFILING, message, kernel_index=event.kernel_index, passes=event.passes)
 
                 with self.telemetry.stage("profile"):
                     outcome = await self._run_ncu(job, gpu, options, target, on_ncu)
@@ -621,7 +621,7 @@ class Scheduler:
             if failure is not None or outcome.report is None:
                 result.error = failure or JobError(kind="ncu_failed", stage=Stage.PROFILING)
                 return self._finish(result)
-            job.report(Stage.PARSING, "reading the report")
+            job.progress(Stage.PARSING, "reading the report")
             analysis = await self._analyze_file(job, outcome.report, KernelFilter(), locations)
             result.device, result.kernels, result.aggregate = analysis.device, analysis.kernels, analysis.aggregate
             result.warnings.extend(analysis.warnings)
@@ -631,7 +631,7 @@ class Scheduler:
             result.ok = bool(result.kernels)
             if not result.ok:
                 result.error = JobError(kind="no_kernels_profiled", stage=Stage.PARSING, message=analysis.warnings[0])
-            job.report(Stage.DONE, "done")
+            job.progress(Stage.DONE, "done")
             return self._finish(result)
 
     def _ncu_failure(self, outcome: NcuOutcome) -> JobError | None:
@@ -704,7 +704,7 @@ class Scheduler:
             path = job.workspace / "upload" / _upload_name(filename)
             path.parent.mkdir()
             shutil.move(upload, path)
-            job.report(Stage.PARSING, f"reading {path.name}")
+            job.progress(Stage.PARSING, f"reading {path.name}")
             try:
                 analysis = await self._analyze_file(job, path, kernel_filter)
             finally:

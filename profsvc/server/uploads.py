@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import BinaryIO
 
-from profsvc.worker.standby import pid_alive
+from profsvc.worker.warm import pid_alive
 from profsvc_contract._proto import profiler_pb2 as pb
 from profsvc_contract.errors import InvalidRequest, Reason, ResourceExhausted
 

@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import ast
-import enum
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-
-class Severity(enum.StrEnum):
-    """How much a finding undermines the measurement."""
-
-    ERROR = "error"
-    WARNING = "warning"
-    INFO = "info"
+from profsvc_contract.models import Severity
 
 
 class Finding(BaseModel):

@@ -9,17 +9,14 @@ sit in the table with no code behind it.
 from __future__ import annotations
 
 import enum
-import re
 import string
 from functools import cached_property, lru_cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from profsvc.metrics.tables import load_table
+from profsvc.metrics.tables import NonBlank, SnakeCaseId, TableError, load_table
 from profsvc.staticcheck.findings import Finding, Hit, Severity
-
-_ID = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 class RuleId(enum.StrEnum):
@@ -46,8 +43,8 @@ class RuleId(enum.StrEnum):
     CUDA_VENDOR_LIBRARY = "cuda_vendor_library"
 
 
-class RuleTableError(ValueError):
-    """The rule table is malformed; the message names the rule."""
+class RuleTableError(TableError):
+    """The static-check rule table is malformed; the message names the rule."""
 
 
 class Rule(BaseModel):
@@ -55,25 +52,11 @@ class Rule(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    id: str
+    id: SnakeCaseId
     severity: Severity
-    title: str
+    title: NonBlank
     reason: str
-    advice: str
-
-    @field_validator("id")
-    @classmethod
-    def _snake_case(cls, value: str) -> str:
-        if not _ID.match(value):
-            raise ValueError(f"rule id {value!r} must be snake_case")
-        return value
-
-    @field_validator("title", "advice")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be blank")
-        return value
+    advice: NonBlank
 
     @field_validator("reason")
     @classmethod

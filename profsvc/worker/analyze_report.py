@@ -20,7 +20,7 @@ from profsvc.metrics.hotspots import relocate
 from profsvc.metrics.reader import ReaderUnavailable
 from profsvc.rules import check_figures, evaluate_rules, load_rules
 from profsvc.rules.checks import load_checks
-from profsvc.worker.standby import job_argv
+from profsvc.worker.warm import job_argv
 from profsvc_contract.models import KernelFilter
 
 EXIT_UNREADABLE = 3

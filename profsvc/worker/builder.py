@@ -20,7 +20,7 @@ from pathlib import Path
 
 from profsvc.build.inline_builder import build_call, prepare_server_headers, server_pch, torch_builders
 from profsvc.build.request import BuildRequest
-from profsvc.worker.standby import job_argv
+from profsvc.worker.warm import job_argv
 
 
 def _warm() -> None:

@@ -33,7 +33,7 @@ from profsvc.worker.inline_cache import InlineRecorder, install
 from profsvc.worker.prebuild import BUILD_ERROR_PREFIX, prebuild
 from profsvc.worker.problem import ProblemError, load_problem
 from profsvc.worker.shapes import JITTER
-from profsvc.worker.standby import WARM_LIBRARIES, job_argv
+from profsvc.worker.warm import WARM_LIBRARIES, job_argv
 
 
 def _frames_in(error: BaseException, files: set[str]) -> list[traceback.FrameSummary]:

@@ -33,7 +33,7 @@ from profsvc.worker.faults import fault_kind
 from profsvc.worker.harness import exit_without_teardown, warm_gpu
 from profsvc.worker.problem import ProblemError, load_reference
 from profsvc.worker.shapes import JITTER
-from profsvc.worker.standby import job_argv
+from profsvc.worker.warm import job_argv
 
 
 class CandidateFailed(Exception):

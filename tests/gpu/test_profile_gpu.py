@@ -116,7 +116,7 @@ def test_cli_profile_embedded_and_out_dir(tmp_path):
 
 
 def test_a_warm_workers_own_kernel_stays_out_of_the_result_and_adds_little_to_the_report(gpu_client, tmp_path):
-    # A one-GPU server primes its warm ncu workers (scheduler.standby): their reports hold that kernel too.
+    # A one-GPU server primes its warm ncu workers (scheduler.warm_pool): their reports hold that kernel too.
     primes = len(gpu_client.capabilities().gpus) == 1
     result = gpu_client.profile(load_source(FIXTURES / "seed47.py"))
     _sane(result)

@@ -125,7 +125,7 @@ SEVERITY = {"high_pct": 20, "medium_pct": 5}
 
 
 def _table(*entries: dict, catalog: Catalog = TINY_CATALOG) -> RuleTable:
-    return parse_rules({"rule": list(entries), "severity": SEVERITY}, catalog)
+    return parse_rules({"rule": list(entries), "priority": SEVERITY}, catalog)
 
 
 def test_a_small_table_loads_parents_first():
@@ -204,7 +204,7 @@ def test_table_level_errors_name_the_rule(entries, message):
 )
 def test_malformed_severity_thresholds_are_named(severity, message):
     with pytest.raises(RuleTableError, match=message):
-        parse_rules({"rule": [_rule()], "severity": severity}, TINY_CATALOG)
+        parse_rules({"rule": [_rule()], "priority": severity}, TINY_CATALOG)
 
 
 def test_shipped_table_loads_against_the_loaded_catalog(rules, catalog):

@@ -93,8 +93,8 @@ def test_the_result_names_the_policy_that_applied():
 
 
 def test_level_names_match_finding_severities():
-    # A policy level other than off becomes a finding severity: the two vocabularies must not drift apart.
-    assert {level.value for level in Level} - {"off"} == {severity.value for severity in Severity}
+    # A policy level other than off becomes a finding severity: every one must be a severity.
+    assert {level.value for level in Level} - {"off"} <= {severity.value for severity in Severity}
 
 
 # ---- policy files (client side) ---------------------------------------------

@@ -14,7 +14,7 @@ from profsvc.ncu.locate import NcuInstall
 from profsvc.scheduler.scheduler import Scheduler
 from profsvc.server import app
 from profsvc.telemetry import Telemetry
-from profsvc.worker.standby import WARM_PROFILER
+from profsvc.worker.warm import WARM_PROFILER
 from profsvc_client import cli
 from profsvc_contract.models import GpuInfo
 from tests.conftest import FIXTURES

@@ -27,6 +27,7 @@ class Severity(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SEVERITY_ERROR: _ClassVar[Severity]
     SEVERITY_WARNING: _ClassVar[Severity]
     SEVERITY_NOTE: _ClassVar[Severity]
+    SEVERITY_INFO: _ClassVar[Severity]
 
 class Stage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -48,6 +49,7 @@ SEVERITY_UNSPECIFIED: Severity
 SEVERITY_ERROR: Severity
 SEVERITY_WARNING: Severity
 SEVERITY_NOTE: Severity
+SEVERITY_INFO: Severity
 STAGE_UNSPECIFIED: Stage
 STAGE_QUEUED: Stage
 STAGE_COMPILING: Stage

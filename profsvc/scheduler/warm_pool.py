@@ -3,12 +3,12 @@
 A worker's start-up is most of a small job's time (Python and torch about 5 s,
 ncu's own start about 1.6 s, the report reader and matplotlib about 1 s). The
 pool keeps one process of each kind warming or waiting (see
-profsvc.worker.standby); a job takes it, and a replacement starts at once,
+profsvc.worker.warm); a job takes it, and a replacement starts at once,
 while the job runs. A job that finds its kind's worker still warming waits for
 it (it is always nearer to ready than a fresh start); a job that finds none
 (the kind is not kept, or its worker died) starts a fresh process as before.
 
-A kind under ncu warms up in two steps (profsvc.worker.standby): its worker
+A kind under ncu warms up in two steps (profsvc.worker.warm): its worker
 says `loaded`, then profiles a kernel of its own when told to ("primes"). Two
 ncu processes' kernels on one GPU wait for each other, so the pool primes only
 while it holds the kind's `prime_lock` (the GPU's, which every job on that GPU
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from profsvc.proc import Launch, ProcessResult, StartedProcess
 from profsvc.scheduler.control import Handler, ServerChannel
-from profsvc.worker.standby import CHANNEL, LOADED, PRIME, READY, pid_alive
+from profsvc.worker.warm import CHANNEL, LOADED, PRIME, READY, pid_alive
 
 log = logging.getLogger("profsvc.standby")
 

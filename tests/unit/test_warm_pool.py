@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-import profsvc.scheduler.standby as scheduler_standby
-import profsvc.worker.standby as worker_standby
+import profsvc.scheduler.warm_pool as scheduler_standby
+import profsvc.worker.warm as worker_standby
 from profsvc import proc
 from profsvc.proc import ProcessResult, StartedProcess, run_process
-from profsvc.scheduler.standby import MAX_FAILED_STARTS, PRIME_IDLE_S, Standby, StandbyGone, StandbyPool, StandbySpec
-from profsvc.worker.standby import CHANNEL, LOADED, PRIME, READY, WARM_PROFILER, split_standby_args, wait_for_job
+from profsvc.scheduler.warm_pool import MAX_FAILED_STARTS, PRIME_IDLE_S, Standby, StandbyGone, StandbyPool, StandbySpec
+from profsvc.worker.warm import CHANNEL, LOADED, PRIME, READY, WARM_PROFILER, split_standby_args, wait_for_job
 from tests.conftest import FIXTURES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,7 +40,7 @@ import os
 import sys
 import time
 
-from profsvc.worker.standby import job_argv, split_standby_args
+from profsvc.worker.warm import job_argv, split_standby_args
 
 
 def warm():
