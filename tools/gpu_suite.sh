@@ -8,10 +8,12 @@
 #   inputs  GPU tests: published problems in a batch, Python programs (Triton, torch, the ones that profile
 #           nothing), NVTX domains; the report of examples/programs/nvtx_domains.py (a fixture to commit)
 #   cpu  the CPU suite on the GPU host's Python
+#   exec  any command (the args) in the run's environment: the wheels, the jail's tool, the build cache
+#   tests  the tests named in the pytest args, GPU or not, each stopped after PROFSVC_TEST_TIMEOUT s (300)
 # Usage: tools/gpu_suite.sh STAGE [pytest args]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-stage="${1:?stage a, b, static, inputs or cpu}"
+stage="${1:?stage a, b, static, inputs, tests or cpu}"
 shift
 out="${OUT:-gpu-out}"
 mkdir -p "$out"
@@ -59,6 +61,13 @@ case "$stage" in
     python3 -m profsvc_client.cli profile examples/programs/nvtx_domains.py --out "$out/nvtx_domains" \
       >"$out/nvtx_domains.txt" 2>&1
     echo "nvtx_domains profile: exit $?"
+    ;;
+  tests)
+    python3 -m pytest -v -p no:cacheprovider --tb=short -rfE --timeout "${PROFSVC_TEST_TIMEOUT:-300}" "$@" 2>&1 \
+      | tee -a "$out/gpu-suite-$stage.txt" | grep -E "PASSED|FAILED|ERROR|passed|failed"
+    ;;
+  exec)
+    "$@" 2>&1 | tee -a "$out/exec.txt"
     ;;
   cpu)
     python3 -m pytest -q -p no:cacheprovider tests/unit tests/integration "$@" 2>&1 | tee "$out/cpu-suite.txt" | tail -3

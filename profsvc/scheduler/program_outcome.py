@@ -1,8 +1,9 @@
 """Why a program's profile holds nothing, in one line naming the case, with the program's last lines of output.
 
 The cases: the program exited with a non-zero status (or raised), it never opened an NVTX range that was
-selected, or it launched no kernel that matched the filter. ncu's own lines (==PROF==, ==WARNING==, ...) are
-left out of the output shown: the last lines are the program's.
+selected, or it launched no kernel that matched the filter. ncu's own lines (==PROF==, ==WARNING==, ...) and
+the list of kernels it prints when none matched are left out of the output shown: the last lines are the
+program's.
 """
 
 from __future__ import annotations
@@ -16,13 +17,21 @@ from profsvc_contract.models import JobError, Stage
 
 TAIL_LINES = 15
 _NCU_LINE = re.compile(r"^==[A-Z]+==")
+# ncu's list of the launches it saw when none matched: its header, then one numbered kernel name a line.
+_KERNEL_LIST = "Available Kernels:"
+_KERNEL_ITEM = re.compile(r"^\d+\. \S")
 # The longest last line quoted in the one-line message.
 _QUOTED_CHARS = 200
 
 
 def program_tail(output: str, lines: int = TAIL_LINES) -> str:
     """The last lines the program printed (stdout, then stderr), ncu's own lines left out."""
-    kept = [line.rstrip() for line in output.splitlines() if line.strip() and not _NCU_LINE.match(line)]
+    kept: list[str] = []
+    in_list = False
+    for line in output.splitlines():
+        in_list = line.strip() == _KERNEL_LIST or (in_list and bool(_KERNEL_ITEM.match(line)))
+        if line.strip() and not in_list and not _NCU_LINE.match(line):
+            kept.append(line.rstrip())
     return "\n".join(kept[-lines:])
 
 

@@ -197,7 +197,7 @@ class Scheduler:
             # replacements start (a GPU worker warms up in seconds: torch, a CUDA context, cuBLAS and CUPTI).
             run = self._spec(HARNESS_MODULE, gpu, readonly=cache, extra={WARM_LIBRARIES: "1"})
             self.standby.keep(f"run-gpu{gpu}", run, depth=2)
-            judge = self._spec(JUDGE_MODULE, gpu, extra={WARM_LIBRARIES: "1"})
+            judge = self._spec(JUDGE_MODULE, gpu, readonly=cache, extra={WARM_LIBRARIES: "1"})
             self.standby.keep(f"judge-gpu{gpu}", judge, depth=2)
             if self.host.ncu is not None:
                 self.standby.keep(f"ncu-gpu{gpu}", self._ncu_standby_spec(gpu), depth=2)
@@ -409,6 +409,7 @@ class Scheduler:
         def judge_argv(cell: Path) -> list[str]:
             relay.judge_cell = cell
             command = [self.config.python, "-m", JUDGE_MODULE, "--reference", str(cell / reference_name)]
+            command += ["--cache", str(self.cache.root)]
             command += ["--status", str(cell / status_name), "--mode", mode]
             # The options a mode names (trials, timed-calls, warmup); the judge's defaults for the others.
             for name, value in options.items():
@@ -449,6 +450,7 @@ class Scheduler:
                 files=judge_files,
                 gpu=gpu,
                 timeout=timeout,
+                readonly=[self.cache.root],
                 stdin=secret,
                 handlers={"candidate": relay.judge_command},
             ) as (process, cell):

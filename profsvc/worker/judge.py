@@ -12,7 +12,9 @@ torch's weights-only loader.
 For a problem sent as one file (reference and candidate together), that file is
 the reference too: its module-level code runs here as well, so the separation
 holds where the reference comes apart (`--reference`, the agent tools'
-`reference_code`).
+`reference_code`). Its load_inline calls go to the server's build cache as the
+candidate's do (the same build, found there): built here, in the judge's own
+folder, each would cost a whole cold build on every check.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from profsvc.worker.correctness import CandidateCall, OwnKernels, flatten, run_c
 from profsvc.worker.exchange import load, save, to_device
 from profsvc.worker.faults import fault_kind
 from profsvc.worker.harness import exit_without_teardown, warm_gpu
+from profsvc.worker.inline_cache import InlineRecorder, install
 from profsvc.worker.problem import ProblemError, load_reference
 from profsvc.worker.shapes import JITTER
 from profsvc.worker.warm import job_argv
@@ -194,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = job_argv(argv, warm=warm_gpu)
     parser = argparse.ArgumentParser(description="profsvc judge")
     parser.add_argument("--reference", required=True, help="module holding Model, get_inputs, get_init_inputs")
+    parser.add_argument("--cache", required=True, help="the server's build cache (read-only here)")
     parser.add_argument("--status", required=True, help="where to write the JSON status")
     parser.add_argument("--mode", choices=("correctness", "benchmark", "evaluate"), required=True)
     parser.add_argument("--trials", type=int, default=5)
@@ -213,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
         candidate = CandidateProcess(channel, Path(args.status).parent, torch)
         gone = False
         try:
+            # As the candidate's process builds (the harness's --lineinfo): one cache entry serves both.
+            text = Path(args.reference).read_text()
+            install(Path(args.cache), lineinfo=True, user_text=text, recorder=InlineRecorder(), channel=channel)
             judge(args, status, candidate, torch)
         except CandidateFailed as failure:
             fields = ("kind", "message", "detail", "line", "stage")

@@ -160,13 +160,22 @@ def test_a_program_that_launches_nothing_that_matches_says_so(gpu_client):
     assert "(last output: 'rows 4096')" in result.error.message
 
 
+def _user_ranges(kernel) -> set[tuple[str, tuple[str, ...]]]:
+    """The kernel's ranges in the program's own domains: a library's (CUB's "CCCL" around its scans) left out."""
+    return {where for where in _ranges(kernel) if where[0] in ("alpha", "beta", "")}
+
+
 def test_each_filter_selects_the_kernels_of_its_domain(gpu_client):
     everything = _profile(gpu_client, "domains.py", DOMAINS)
     assert everything.ok, everything.report_text
     by_range: dict[tuple[str, tuple[str, ...]], set[str]] = {}
     for kernel in everything.kernels:
-        (where,) = _ranges(kernel)  # each kernel ran in exactly one of the three ranges
-        by_range.setdefault(where, set()).add(kernel.name)
+        ranges = _user_ranges(kernel)
+        # Each kernel in one of the program's ranges, or, as ncu 2025.3 sometimes reports CUB's set-up kernel
+        # (seen on an H200), in its library's range alone.
+        assert len(ranges) == 1 or (not ranges and _ranges(kernel)), (kernel.name, _ranges(kernel))
+        for where in ranges:
+            by_range.setdefault(where, set()).add(kernel.name)
     assert set(by_range) == {("alpha", ("stage",)), ("beta", ("stage",)), ("", ("profsvc",))}
     assert all(re.search("(?i)softmax", name) for name in by_range[("beta", ("stage",))])
     assert all(re.search("(?i)scan", name) for name in by_range[("", ("profsvc",))])
@@ -178,8 +187,8 @@ def test_each_filter_selects_the_kernels_of_its_domain(gpu_client):
     ]:
         selected = _profile(gpu_client, "domains.py", DOMAINS, nvtx_include=[include])
         assert selected.ok, (include, selected.report_text)
-        assert {k.name for k in selected.kernels} == by_range[where], include
-        assert all(_ranges(k) == {where} for k in selected.kernels), include
+        assert {k.name for k in selected.kernels} >= by_range[where], include
+        assert all(_user_ranges(k) in ({where}, set()) for k in selected.kernels), include
     # profsvc's own domain holds none of the program's ranges.
     harness = _profile(gpu_client, "domains.py", DOMAINS, nvtx_include=["profsvc@profsvc/"])
     assert not harness.ok and harness.error.kind == "no_kernels_profiled"

@@ -125,6 +125,14 @@ def test_a_cuda_programs_exit_status_comes_from_ncu_and_ncus_own_failure_stays_n
     [
         ('==PROF== Connected\nstep 1\n==PROF== Profiling "k" - 0: 0%....100% - 9 passes\nstep 2\n', "step 1\nstep 2"),
         ("==PROF== Disconnected\n", ""),
+        # As ncu 2025.3 ends a run whose --kernel-name matched nothing (seen on an H200).
+        (
+            "rows 4096\n==WARNING== No kernels were profiled.\nAvailable Kernels:\n"
+            "1. sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma\n"
+            "2. softmax_warp_forward\n",
+            "rows 4096",
+        ),
+        ("1. step one\n2. step two\n", "1. step one\n2. step two"),
     ],
 )
 def test_the_programs_tail_leaves_ncus_lines_out(output, tail):
