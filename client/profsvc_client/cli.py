@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,10 @@ from profsvc_client.policy import build_policy
 from profsvc_client.settings import resolve_settings
 from profsvc_contract import errors
 from profsvc_contract.channel import port_number
+from profsvc_contract.document import SCHEMA_VERSION, dumps, error_document, result_document
 from profsvc_contract.models import (
     BenchmarkResult,
+    Capabilities,
     CompileResult,
     CorrectnessResult,
     EvaluateResult,
@@ -97,9 +99,32 @@ def _add_policy(parser: argparse.ArgumentParser) -> None:
         )
 
 
+def version_line() -> str:
+    """The installed packages' versions and the JSON documents' schema version."""
+    found = []
+    for package in ("profsvc-client", "profsvc-contract", "profsvc"):
+        try:
+            found.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            continue  # the server's package is optional beside the client
+    return f"{', '.join(found) or 'profsvc (not installed: a source tree)'} (JSON schema {SCHEMA_VERSION})"
+
+
+class _Version(argparse.Action):
+    """--version on one line (argparse's own action wraps it to the terminal's width)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(version_line())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="profsvc", description="GPU kernel profiling service (Nsight Compute).")
+    parser.add_argument("--version", action=_Version, help="show the installed versions and exit")
     commands = parser.add_subparsers(dest="command", required=True)
 
     # Commands of other installed packages (the server's `serve`), found by entry point, never imported by name.
@@ -280,18 +305,42 @@ def _filter(args: argparse.Namespace) -> KernelFilter:
 def _emit_result(result: ProfileResult, args: argparse.Namespace, client: ProfilerClient) -> int:
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "result.json").write_text(result.model_dump_json(indent=2))
+        (args.out / "result.json").write_text(dumps(result_document(result)))
         (args.out / "report.txt").write_text(result.report_text)
         for artifact in result.artifacts:
             client.download_artifact(artifact.id, args.out)
-    rendered = {"json": lambda: result.model_dump_json(indent=2) + "\n", "md": lambda: result.report_markdown}
+    rendered = {"json": lambda: dumps(result_document(result)), "md": lambda: result.report_markdown}
     print(rendered.get(args.format, lambda: result.report_text)(), end="")
     return EXIT_OK if result.ok else EXIT_RESULT_FAILED
 
 
+def _capabilities(capabilities: Capabilities, form: str) -> str:
+    if form == "json":
+        return dumps(result_document(capabilities))
+    gpus = [f"{g.index}: {g.name} (sm_{g.compute_capability.replace('.', '')})" for g in capabilities.gpus]
+    profiling = "yes" if capabilities.profiling_available else f"no ({capabilities.unavailable_reason})"
+    rows = [
+        ("server", capabilities.server_version),
+        ("GPUs", "; ".join(gpus) or "none"),
+        ("driver", capabilities.driver_version or "none"),
+        ("ncu", capabilities.ncu_version or "none"),
+        ("nvcc", capabilities.nvcc_version or "none"),
+        ("profiling", profiling),
+        ("isolation", capabilities.isolation),
+        ("metric sets", ", ".join(m.name for m in capabilities.metric_sets)),
+    ]
+    if form == "md":
+        lines = ["| | |", "| --- | --- |", *(f"| {k} | {v.replace('|', '/')} |" for k, v in rows)]
+        lines += ["", *(f"- `{m.name}`: {m.description}" for m in capabilities.metric_sets)]
+    else:
+        lines = [f"{k + ':':<13}{v}" for k, v in rows]
+        lines += [f"  {m.name:<11}{m.description}" for m in capabilities.metric_sets]
+    return "\n".join(lines) + "\n"
+
+
 def _emit_compile(result: CompileResult, args: argparse.Namespace) -> int:
     if args.format == "json":
-        print(result.model_dump_json(indent=2))
+        print(dumps(result_document(result)), end="")
     else:
         state = "OK" if result.ok else "FAILED"
         cached = " (cached)" if result.units and all(u.cached for u in result.units) else ""
@@ -336,7 +385,7 @@ def _run_tool(client: ProfilerClient, args: argparse.Namespace, policy: StaticPo
             progress.close()
         text = result.report_markdown if args.format == "md" else result.report_text
     if args.format == "json":
-        text = result.model_dump_json(indent=2) + "\n"
+        text = dumps(result_document(result))
     elif args.format == "md" and not isinstance(result, EvaluateResult):
         text = f"```text\n{text}```\n"
     print(text, end="")
@@ -438,8 +487,7 @@ def run(args: argparse.Namespace) -> int:
     policy = build_policy(args.policy, args.rule_severities) if args.command in ("lint", "evaluate") else None
     with connect(args) as client:
         if args.command == "capabilities":
-            capabilities = client.capabilities()
-            print(capabilities.model_dump_json(indent=2))
+            print(_capabilities(client.capabilities(), args.format), end="")
             return EXIT_OK
         if args.command == "compile":
             return _emit_compile(client.compile(load_source(args.file, args.reference, args.nvcc_flag)), args)
@@ -477,9 +525,12 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers below, not in Python's flush at exit
         return code
     except errors.ProfsvcError as error:
+        code = errors.exit_code(error)
+        if getattr(args, "format", "") == "json":
+            print(dumps(error_document(error.reason.value, error.message, code, error.request_id)), end="")
         request = f" (request id {error.request_id})" if error.request_id else ""
         print(f"profsvc: error: {error.message} [{error.reason.value}]{request}", file=sys.stderr)
-        return errors.exit_code(error)
+        return code
     except BrokenPipeError:
         # `profsvc analyze ... | head`: the reader has what it wanted. Stop quietly; stdout points at /dev/null
         # so that Python's flush at exit does not fail on the closed pipe again.
@@ -489,8 +540,11 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:
         # "cannot read /x.py: No such file or directory", not Python's "[Errno 2] ...: '/x.py'".
         what = f"{error.filename}: {error.strerror}" if error.filename and error.strerror else str(error)
+        code = errors.EXIT_CODES[errors.InvalidRequest]
+        if getattr(args, "format", "") == "json":
+            print(dumps(error_document(errors.Reason.BAD_ARGUMENT.value, what, code)), end="")
         print(f"profsvc: error: {what} [{errors.Reason.BAD_ARGUMENT.value}]", file=sys.stderr)
-        return errors.EXIT_CODES[errors.InvalidRequest]
+        return code
     except KeyboardInterrupt:
         print("profsvc: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

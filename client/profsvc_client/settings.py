@@ -11,6 +11,7 @@ it turns TLS on). Config file: $PROFSVC_CONFIG or ~/.config/profsvc/client.toml:
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from pathlib import Path
@@ -37,6 +38,10 @@ class ClientSettings(BaseModel):
         return self.tls_ca.read_bytes() if self.tls_ca else None
 
 
+# The keys a client config file may hold.
+FILE_KEYS = ("server", "token_file", "tls", "tls_ca")
+
+
 def config_path() -> Path:
     """The client config file's location."""
     return Path(os.environ.get("PROFSVC_CONFIG") or Path.home() / ".config" / "profsvc" / "client.toml")
@@ -58,6 +63,11 @@ def _file_settings(path: Path) -> dict[str, Any]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise InvalidRequest(f"the client config {path} cannot be read: {error}") from None
+    for key in data:
+        if key not in FILE_KEYS:
+            close = difflib.get_close_matches(key, FILE_KEYS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (it knows {', '.join(FILE_KEYS)})"
+            raise InvalidRequest(f"the client config {path} has an unknown key {key!r}{hint}")
     settings: dict[str, Any] = {}
     if "server" in data:
         settings["server"] = str(data["server"])

@@ -500,3 +500,15 @@ def test_a_reader_that_closed_the_pipe_is_a_quiet_exit_141(served, report):
         os.close(write_end)
     assert done.stderr == ""
     assert done.returncode == 141
+
+
+def test_capabilities_in_each_format(served, client):
+    known = client.capabilities()
+    as_json = json.loads(run_cli("capabilities", "--server", served, "--format", "json").stdout)
+    assert as_json["schema_version"] == 1 and as_json["server_version"] == known.server_version
+    text = run_cli("capabilities", "--server", served).stdout
+    markdown = run_cli("capabilities", "--server", served, "--format", "md").stdout
+    assert not text.lstrip().startswith("{") and not markdown.lstrip().startswith("{")
+    assert f"server:      {known.server_version}\n" in text and f"| server | {known.server_version} |" in markdown
+    for metric_set in known.metric_sets:
+        assert metric_set.name in text and f"- `{metric_set.name}`: {metric_set.description}" in markdown
