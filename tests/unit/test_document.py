@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 
 from profsvc_client import cli
-from profsvc_contract.document import SCHEMA_VERSION, dumps, read_document, result_document
+from profsvc_contract.document import SCHEMA_VERSION, dumps, error_document, read_document, result_document
 from profsvc_contract.models import (
     CorrectnessResult,
     EvaluateResult,
@@ -92,3 +94,18 @@ def test_a_missing_file_with_json_format_is_a_document(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert code == 2 and json.loads(out)["error"]["reason"] == "BAD_ARGUMENT"
     assert "absent.py" in json.loads(out)["error"]["message"] and err.startswith("profsvc: error:")
+
+
+def test_the_published_schemas_are_current_and_documents_meet_them():
+    import jsonschema
+
+    check = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_schema.py"), "--check"], capture_output=True)
+    assert check.returncode == 0, check.stdout
+    schema = json.loads((ROOT / "docs" / "schema" / "profile.schema.json").read_text())
+    error = JobError(kind="runtime_error", message="boom", stage=Stage.RUNNING)
+    for result in (_profile(["duration"]), ProfileResult(ok=False, error=error)):
+        jsonschema.validate(json.loads(dumps(result_document(result))), schema)
+    with pytest.raises(jsonschema.ValidationError):  # a document without its version is not one
+        jsonschema.validate({k: v for k, v in result_document(_profile([])).items() if k != "schema_version"}, schema)
+    errors_schema = json.loads((ROOT / "docs" / "schema" / "error.schema.json").read_text())
+    jsonschema.validate(error_document("BAD_ARGUMENT", "no such file", 2), errors_schema)

@@ -1,0 +1,95 @@
+"""Write the JSON Schema of every profsvc JSON document to docs/schema/, from the pydantic models.
+
+Run `python tools/gen_schema.py` after changing a result model; `--check` exits 1 when the committed schemas
+differ from what the models generate (CI runs it through tests/unit/test_document.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT_DIR = ROOT / "docs" / "schema"
+sys.path[:0] = [str(ROOT / "contract")]
+
+from profsvc_contract import models  # noqa: E402
+from profsvc_contract.document import SCHEMA_VERSION  # noqa: E402
+
+# One document per command's result: file stem -> model.
+DOCUMENTS = {
+    "profile": models.ProfileResult,
+    "evaluate": models.EvaluateResult,
+    "check": models.CorrectnessResult,
+    "time": models.BenchmarkResult,
+    "lint": models.StaticCheckResult,
+    "compile": models.CompileResult,
+    "capabilities": models.Capabilities,
+}
+_VERSION = {"const": SCHEMA_VERSION, "description": "the schema's version: raised when a field changes meaning"}
+
+
+def _document(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    properties = {"schema_version": _VERSION, **schema.get("properties", {})}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"profsvc/{SCHEMA_VERSION}/{name}.schema.json",
+        **{k: v for k, v in schema.items() if k != "properties"},
+        "properties": properties,
+        "required": ["schema_version", *schema.get("required", [])],
+    }
+
+
+def _error_document() -> dict[str, Any]:
+    error = {
+        "type": "object",
+        "properties": {
+            "reason": {"type": "string", "description": "the reason code (profsvc_contract.errors.Reason)"},
+            "message": {"type": "string"},
+            "exit_code": {"type": "integer"},
+            "request_id": {"type": "string"},
+        },
+        "required": ["reason", "message", "exit_code"],
+    }
+    schema = {
+        "title": "Error",
+        "description": "An error that stopped a command (bad input, no server), with --format json.",
+        "type": "object",
+        "properties": {"ok": {"const": False}, "error": error},
+        "required": ["ok", "error"],
+    }
+    return _document("error", schema)
+
+
+def generate() -> dict[str, str]:
+    """{file name: schema text} for every document."""
+    schemas = {
+        name: _document(name, model.model_json_schema(mode="serialization")) for name, model in DOCUMENTS.items()
+    }
+    schemas["error"] = _error_document()
+    return {f"{name}.schema.json": json.dumps(schema, indent=2) + "\n" for name, schema in schemas.items()}
+
+
+def main() -> int:
+    """Write the schemas, or with --check compare them with the committed ones."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only compare, write nothing")
+    args = parser.parse_args()
+    files = generate()
+    if args.check:
+        stale = [n for n, t in files.items() if not (OUT_DIR / n).is_file() or (OUT_DIR / n).read_text() != t]
+        if stale:
+            print("stale JSON schemas: " + ", ".join(stale) + " (run python tools/gen_schema.py)")
+            return 1
+        return 0
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (OUT_DIR / name).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
