@@ -412,7 +412,8 @@ def require_table_libraries() -> None:
         import pyarrow  # noqa: F401
     except ImportError:
         raise errors.PreconditionFailed(
-            "batch results need pandas and pyarrow: pip install 'profsvc-client[batch]'", errors.Reason.UNAVAILABLE
+            "batch results need pandas and pyarrow: pip install './client[batch]' (from the repository)",
+            errors.Reason.UNAVAILABLE,
         ) from None
 
 

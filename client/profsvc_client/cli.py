@@ -2,7 +2,7 @@
 
 Remote commands talk to a server given by --server HOST:PORT (or the
 PROFSVC_SERVER environment variable). Without one, the same service runs
-embedded in this process, which needs the server package (`pip install profsvc`).
+embedded in this process, which needs the server package (`pip install -e .` in the repository).
 """
 
 from __future__ import annotations
@@ -399,7 +399,8 @@ def _mcp(args: argparse.Namespace) -> int:
         if (error.name or "").partition(".")[0] not in ("mcp", "mcp_types"):
             raise
         raise errors.PreconditionFailed(
-            "`profsvc mcp` needs the MCP SDK: pip install 'profsvc-client[mcp]'", errors.Reason.UNAVAILABLE
+            "`profsvc mcp` needs the MCP SDK: pip install './client[mcp]' (from the repository)",
+            errors.Reason.UNAVAILABLE,
         ) from None
     with contextlib.suppress(KeyboardInterrupt):
         serve_mcp(
@@ -422,7 +423,8 @@ def _dask_module(name: str) -> Any:
         if (error.name or "").partition(".")[0] not in ("dask", "distributed"):
             raise
         raise errors.PreconditionFailed(
-            "Dask clusters need dask and distributed: pip install 'profsvc-client[cluster]'", errors.Reason.UNAVAILABLE
+            "Dask clusters need dask and distributed: pip install './client[cluster]' (from the repository)",
+            errors.Reason.UNAVAILABLE,
         ) from None
 
 

@@ -10,7 +10,7 @@ text report for the model and the full typed result as structured content, whose
 JSON schema is the tool's output schema. A profsvc error (bad input, no GPU, a
 full queue, ...) is a tool error: one line with its reason code, never a traceback.
 
-Built on the official MCP Python SDK (`pip install 'profsvc-client[mcp]'`), v2 API:
+Built on the official MCP Python SDK (`pip install './client[mcp]'`), v2 API:
 `mcp.server.mcpserver.MCPServer`.
 """
 

@@ -58,4 +58,7 @@ def load_reader() -> ModuleType:
     try:
         return importlib.import_module("ncu_report")
     except ImportError as error:
-        raise ReaderUnavailable("no ncu_report module: install Nsight Compute or `pip install ncu-report`") from error
+        raise ReaderUnavailable(
+            "no ncu_report module: install Nsight Compute, or the reader extra (in the repository: "
+            "pip install -e '.[reader]')"
+        ) from error

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import FIXTURES
 
-pytest.importorskip("mcp", reason="the MCP server needs the MCP SDK (pip install 'profsvc-client[mcp]')")
+pytest.importorskip("mcp", reason="the MCP server needs the MCP SDK (pip install './client[mcp]')")
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
 

@@ -29,8 +29,8 @@ from profsvc_contract import errors
 from profsvc_contract.models import FigureValue, KernelResult, ProfileResult
 from tests.conftest import FIXTURES, HAS_GPU, run_cli
 
-pd = pytest.importorskip("pandas", reason="batch results need pandas and pyarrow (pip install 'profsvc-client[batch]')")
-pytest.importorskip("pyarrow", reason="batch results need pandas and pyarrow (pip install 'profsvc-client[batch]')")
+pd = pytest.importorskip("pandas", reason="batch results need pandas and pyarrow (pip install './client[batch]')")
+pytest.importorskip("pyarrow", reason="batch results need pandas and pyarrow (pip install './client[batch]')")
 
 EXAMPLES = FIXTURES.parent.parent / "examples"
 no_gpu_only = pytest.mark.skipif(HAS_GPU, reason="checks the answer of a server without a GPU")

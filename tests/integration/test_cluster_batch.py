@@ -26,7 +26,7 @@ import pytest
 from profsvc_client.batch import checkpoint_path, discover, read_checkpoint, read_results
 from tests.conftest import FIXTURES, HAS_GPU, first_action, run_cli
 
-pytest.importorskip("distributed", reason="clusters need Dask: pip install 'profsvc-client[cluster]'")
+pytest.importorskip("distributed", reason="clusters need Dask: pip install './client[cluster]'")
 pytest.importorskip("pyarrow", reason="batch results need pandas and pyarrow")
 
 from distributed import Client, WorkerPlugin

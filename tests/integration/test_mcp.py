@@ -23,7 +23,7 @@ from profsvc_client.client import ProfilerClient
 from profsvc_contract.models import SourceFile
 from tests.conftest import FIXTURES, HAS_GPU, free_port, needs_nvcc
 
-pytest.importorskip("mcp", reason="the MCP server needs the MCP SDK (pip install 'profsvc-client[mcp]')")
+pytest.importorskip("mcp", reason="the MCP server needs the MCP SDK (pip install './client[mcp]')")
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -248,7 +248,7 @@ def test_mcp_without_the_sdk_is_one_line(monkeypatch, capsys):
     monkeypatch.delitem(sys.modules, "profsvc_client.mcp_server", raising=False)
     assert cli.main(["mcp", "--server", "127.0.0.1:1"]) == 3
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "pip install 'profsvc-client[mcp]'" in err[0]
+    assert len(err) == 1 and "pip install './client[mcp]'" in err[0]
 
 
 def test_http_on_a_public_address_needs_insecure(capsys):

@@ -10,7 +10,7 @@ from profsvc.host import visible_gpus
 from profsvc_contract.models import GpuInfo
 from tests.conftest import FIXTURES
 
-pytest.importorskip("distributed", reason="clusters need Dask: pip install 'profsvc-client[cluster]'")
+pytest.importorskip("distributed", reason="clusters need Dask: pip install './client[cluster]'")
 
 from profsvc_client.cluster_local import PRELOAD, worker_specs
 
