@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import sys
 import time
@@ -368,17 +367,40 @@ def run_one(profile: ProfileFn, problem: Problem) -> dict[str, Any]:
 
 
 class ProgressBar:
-    """A one-line progress bar with rate and ETA on stderr, drawn only when stderr is a terminal."""
-
-    WIDTH = 30
+    """A progress bar with rate, ETA and failures on stderr (rich's), drawn only when stderr is a terminal."""
 
     def __init__(self, total: int, stream: IO[str] | None = None) -> None:
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty()
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TaskProgressColumn,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
+        console = Console(file=stream or sys.stderr)
+        self.enabled = console.is_terminal
         self.total = total
         self.done = 0
         self.failed = 0
         self.start = time.monotonic()
+        # Redrawn on each update, not by a thread: a batch's output stays in the order things happened.
+        self._progress = Progress(
+            BarColumn(),
+            MofNCompleteColumn(),
+            TaskProgressColumn(),
+            TextColumn("{task.fields[rate]:.2f}/s"),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[failed]} failed"),
+            console=console,
+            auto_refresh=False,
+            transient=True,
+            disable=not self.enabled,
+        )
+        self._task = self._progress.add_task("batch", total=total, rate=0.0, failed=0)
 
     def update(self, ok: bool) -> None:
         """Count one finished problem and redraw."""
@@ -388,21 +410,15 @@ class ProgressBar:
             return
         elapsed = time.monotonic() - self.start
         rate = self.done / elapsed if elapsed > 0 else 0.0
-        eta = (self.total - self.done) / rate if rate > 0 else math.inf
-        filled = self.WIDTH * self.done // max(self.total, 1)
-        bar = "#" * filled + "." * (self.WIDTH - filled)
-        eta_text = time.strftime("%H:%M:%S", time.gmtime(eta)) if math.isfinite(eta) else "--:--:--"
-        self.stream.write(
-            f"\r\033[K[{bar}] {self.done}/{self.total} {100 * self.done / max(self.total, 1):3.0f} %"
-            f"  {rate:.2f}/s  ETA {eta_text}  {self.failed} failed"
-        )
-        self.stream.flush()
+        if not self._progress.live.is_started:
+            self._progress.start()
+        self._progress.update(self._task, completed=self.done, rate=rate, failed=self.failed)
+        self._progress.refresh()
 
     def close(self) -> None:
         """Clear the bar's line."""
-        if self.enabled and self.done:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
+        if self.enabled and self._progress.live.is_started:
+            self._progress.stop()
 
 
 def require_table_libraries() -> None:

@@ -19,6 +19,8 @@ from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
+
 from profsvc_client.client import ProfilerClient, load_source
 from profsvc_client.policy import build_policy
 from profsvc_client.settings import resolve_settings
@@ -271,26 +273,31 @@ def connect(args: argparse.Namespace) -> Iterator[ProfilerClient]:
 
 
 class ProgressLine:
-    """A live one-line progress display on stderr (only when stderr is a terminal)."""
+    """A live progress line on stderr (rich's status), shown only when stderr is a terminal."""
 
     def __init__(self) -> None:
-        self.enabled = sys.stderr.isatty()
-        self.shown = False
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        self.status: Any = None
 
     def __call__(self, event: Progress) -> None:
-        if not self.enabled:
+        if not self.console.is_terminal:
             return
         text = f"[{event.stage.value}] {event.message}"
         if event.passes:
             text += f" ({event.passes} passes)"
-        sys.stderr.write("\r\033[K" + text[:150] + f"  {event.elapsed_seconds:.1f}s")
-        sys.stderr.flush()
-        self.shown = True
+        line = f"{text[:150]}  {event.elapsed_seconds:.1f}s"
+        if self.status is None:
+            # Plain text: a kernel name with brackets is not rich markup.
+            self.status = self.console.status(Text(line))
+            self.status.start()
+        else:
+            self.status.update(Text(line))
 
     def close(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
+        if self.status is not None:
+            self.status.stop()
 
 
 def _filter(args: argparse.Namespace) -> KernelFilter:

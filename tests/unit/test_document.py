@@ -109,3 +109,21 @@ def test_the_published_schemas_are_current_and_documents_meet_them():
         jsonschema.validate({k: v for k, v in result_document(_profile([])).items() if k != "schema_version"}, schema)
     errors_schema = json.loads((ROOT / "docs" / "schema" / "error.schema.json").read_text())
     jsonschema.validate(error_document("BAD_ARGUMENT", "no such file", 2), errors_schema)
+
+
+def test_the_progress_line_draws_on_a_terminal_only():
+    import io
+
+    from rich.console import Console
+
+    from profsvc_contract.models import Progress
+
+    event = Progress(stage=Stage.PROFILING, message="ncu on kernel[0] (gemm)", passes=9, elapsed_seconds=2.5)
+    for terminal in (True, False):
+        stream = io.StringIO()
+        line = cli.ProgressLine()
+        line.console = Console(file=stream, force_terminal=terminal)
+        line(event)
+        line.close()
+        drawn = stream.getvalue()
+        assert ("[profiling] ncu on kernel[0] (gemm) (9 passes)  2.5s" in drawn) is terminal, drawn
