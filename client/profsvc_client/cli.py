@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK (argcomplete looks for this marker: shell completion, README "Command line")
 """The `profsvc` command line.
 
 Remote commands talk to a server given by --server HOST:PORT (or the
@@ -19,6 +20,7 @@ from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
 from typing import Any
 
+import argcomplete
 from rich.text import Text
 
 from profsvc_client.client import ProfilerClient, load_source
@@ -525,6 +527,8 @@ def main(argv: list[str] | None = None) -> int:
     # Everything after the first `--` is a program's own (argparse would take `-n 4` for options).
     split = argv.index("--") if "--" in argv else len(argv)
     parser = build_parser()
+    # Answers the shell's completion request and exits, when the shell asks (see the README).
+    argcomplete.autocomplete(parser)
     args = parser.parse_args(argv[:split])
     args.program_args = argv[split + 1 :]
     if args.program_args and args.command != "profile":
