@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -129,11 +129,12 @@ class AsyncProfilerClient(_Connection):
         *,
         kernel_filter: KernelFilter | None = None,
         metric_set: str = "",
+        metrics: Sequence[str] = (),
         session_id: str = "",
         on_progress: ProgressCallback | None = None,
     ) -> ProfileResult:
         """Profile under ncu; `on_progress` (plain or async) sees each progress event."""
-        request = profile_request(source, kernel_filter, metric_set, session_id)
+        request = profile_request(source, kernel_filter, metric_set, session_id, metrics)
         return await self._stream(self._stub.Profile, request, ProfileResult, on_progress)
 
     async def evaluate(
@@ -151,12 +152,19 @@ class AsyncProfilerClient(_Connection):
         return await self._stream(self._stub.Evaluate, request, EvaluateResult, on_progress)
 
     async def analyze(
-        self, report: bytes | str | Path, *, kernel_filter: KernelFilter | None = None, session_id: str = ""
+        self,
+        report: bytes | str | Path,
+        *,
+        kernel_filter: KernelFilter | None = None,
+        session_id: str = "",
+        metrics: Sequence[str] = (),
     ) -> ProfileResult:
         """Analyze an existing .ncu-rep (a path or its bytes) on the server."""
         # The pieces are made again for each try: a stream is not replayed.
         reply = await self._unary(
-            lambda _, **options: self._stub.Analyze(analyze_requests(report, kernel_filter, session_id), **options),
+            lambda _, **options: self._stub.Analyze(
+                analyze_requests(report, kernel_filter, session_id, metrics), **options
+            ),
             None,
         )
         return to_model(reply.result, ProfileResult)

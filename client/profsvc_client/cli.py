@@ -72,6 +72,17 @@ def _add_session(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--session", default="", help="session id: the report adds a delta against its last result")
 
 
+def _add_metrics(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--metric",
+        action="append",
+        default=[],
+        dest="metrics",
+        metavar="NAME",
+        help="an ncu metric to report besides the catalog's (repeatable; `ncu --query-metrics` lists them)",
+    )
+
+
 def _add_filter(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernel", default="", help="regular expression on kernel names")
     parser.add_argument("--nvtx-include", action="append", default=[], help="NVTX range to profile (ncu syntax)")
@@ -159,7 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="which model of a problem runs (default: ModelNew where there is one, else the reference)",
     )
     profile.add_argument("--nvcc-flag", action="append", default=[], help="extra nvcc flag for a .cu program")
-    profile.add_argument("--metric-set", default="", help="metric set (see `profsvc capabilities`)")
+    profile.add_argument(
+        "--metric-set", default="", help="basic, default, full or timing (the server's: `profsvc capabilities`)"
+    )
+    _add_metrics(profile)
     profile.add_argument("--out", type=Path, default=None, help="save the .ncu-rep, result.json and report.txt here")
     _add_filter(profile)
     _add_session(profile)
@@ -202,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("report", type=Path)
     analyze.add_argument("--out", type=Path, default=None, help="save result.json and report.txt here")
     _add_filter(analyze)
+    _add_metrics(analyze)
     _add_session(analyze)
     _add_target(analyze)
 
@@ -505,7 +520,9 @@ def run(args: argparse.Namespace) -> int:
         if args.command in ("lint", "check", "time", "evaluate"):
             return _run_tool(client, args, policy)
         if args.command == "analyze":
-            result = client.analyze(args.report, kernel_filter=_filter(args), session_id=args.session)
+            result = client.analyze(
+                args.report, kernel_filter=_filter(args), session_id=args.session, metrics=args.metrics
+            )
             return _emit_result(result, args, client)
         progress = ProgressLine()
         try:
@@ -513,6 +530,7 @@ def run(args: argparse.Namespace) -> int:
                 load_source(args.file, args.reference, args.nvcc_flag, target=args.target, args=args.program_args),
                 kernel_filter=_filter(args),
                 metric_set=args.metric_set,
+                metrics=args.metrics,
                 session_id=args.session,
                 on_progress=progress,
             )

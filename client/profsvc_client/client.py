@@ -148,7 +148,11 @@ def translate_error(error: grpc.RpcError) -> errors.ProfsvcError:
 
 
 def profile_request(
-    source: KernelSource, kernel_filter: KernelFilter | None, metric_set: str, session_id: str
+    source: KernelSource,
+    kernel_filter: KernelFilter | None,
+    metric_set: str,
+    session_id: str,
+    metrics: Sequence[str] = (),
 ) -> pb.ProfileRequest:
     """The ProfileRequest for these arguments (shared by the sync and asyncio clients)."""
     return pb.ProfileRequest(
@@ -156,6 +160,7 @@ def profile_request(
         filter=to_proto(kernel_filter or KernelFilter(), pb.KernelFilter),
         metric_set=metric_set,
         session_id=session_id,
+        metrics=list(metrics),
     )
 
 
@@ -209,7 +214,7 @@ def _upload(first: pb.AnalyzeRequest, pieces: Iterator[bytes]) -> Iterator[pb.An
 
 
 def analyze_requests(
-    report: bytes | str | Path, kernel_filter: KernelFilter | None, session_id: str
+    report: bytes | str | Path, kernel_filter: KernelFilter | None, session_id: str, metrics: Sequence[str] = ()
 ) -> Iterator[pb.AnalyzeRequest]:
     """The Analyze upload for a report given as a path or as its bytes: a first message naming the file, its size
     and the options, then the file in pieces of UPLOAD_CHUNK_BYTES (a file is read one piece at a time)."""
@@ -230,6 +235,7 @@ def analyze_requests(
         size=size,
         filter=to_proto(kernel_filter or KernelFilter(), pb.KernelFilter),
         session_id=session_id,
+        metrics=list(metrics),
     )
     return _upload(first, pieces)
 
@@ -361,6 +367,7 @@ class ProfilerClient(_Connection):
         *,
         kernel_filter: KernelFilter | None = None,
         metric_set: str = "",
+        metrics: Sequence[str] = (),
         session_id: str = "",
         on_progress: Callable[[Progress], None] | None = None,
     ) -> ProfileResult:
@@ -368,7 +375,7 @@ class ProfilerClient(_Connection):
 
         With a `session_id`, the result carries a delta table against the session's previous result.
         """
-        request = profile_request(source, kernel_filter, metric_set, session_id)
+        request = profile_request(source, kernel_filter, metric_set, session_id, metrics)
         return self._stream(self._stub.Profile, request, ProfileResult, on_progress)
 
     def _stream(
@@ -443,12 +450,19 @@ class ProfilerClient(_Connection):
         return self._stream(self._stub.Evaluate, request, EvaluateResult, on_progress)
 
     def analyze(
-        self, report: bytes | str | Path, *, kernel_filter: KernelFilter | None = None, session_id: str = ""
+        self,
+        report: bytes | str | Path,
+        *,
+        kernel_filter: KernelFilter | None = None,
+        session_id: str = "",
+        metrics: Sequence[str] = (),
     ) -> ProfileResult:
         """Analyze an existing .ncu-rep (a path or its bytes) on the server (a session adds a delta table)."""
         # The pieces are made again for each try: a stream is not replayed.
         reply = self._unary(
-            lambda _, **options: self._stub.Analyze(analyze_requests(report, kernel_filter, session_id), **options),
+            lambda _, **options: self._stub.Analyze(
+                analyze_requests(report, kernel_filter, session_id, metrics), **options
+            ),
             None,
         )
         return to_model(reply.result, ProfileResult)

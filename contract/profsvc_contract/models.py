@@ -302,6 +302,8 @@ class KernelResult(_Model):
     hints: list[Hint] = Field(default_factory=list)
     inconsistencies: list[Inconsistency] = Field(default_factory=list)
     nvtx: list[NvtxRanges] = Field(default_factory=list)
+    # The ncu metrics the request named, in ncu's base units.
+    metrics: dict[str, FigureValue] = Field(default_factory=dict)
 
     def value(self, figure: str) -> float | None:
         """The value of a catalog figure, None when absent."""

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from profsvc.metrics.catalog import Catalog, load_catalog
-from profsvc.metrics.extract import device_info, kernel_result
+from profsvc.metrics.extract import device_info, kernel_result, requested_metrics
 from profsvc.metrics.hotspots import lacks_line_info
 from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE, in_profsvc_range
 from profsvc.metrics.reader import load_reader
@@ -110,8 +110,10 @@ def analyze_report(
     *,
     catalog: Catalog | None = None,
     reader: ModuleType | None = None,
+    metrics: Sequence[str] = (),
 ) -> ReportAnalysis:
-    """Every profiled launch in the report that passes the filter, in launch order."""
+    """Every profiled launch in the report that passes the filter, in launch order; `metrics`: ncu metrics to
+    report for each besides the catalog's figures."""
     reader = reader or load_reader()
     catalog = catalog or load_catalog()
     context = _load(reader, path)
@@ -123,11 +125,17 @@ def analyze_report(
         if not analysis.kernels:
             analysis.device = device_info(action)
         kernel = kernel_result(action, catalog, len(analysis.kernels), demangled, roofline_params)
+        kernel.metrics = requested_metrics(action, metrics)
         analysis.kernels.append(kernel)
         if not kernel.hotspots and lacks_line_info(action):
             without_line_info.append(kernel.name)
     if not analysis.kernels:
         analysis.warnings.append("the report holds no kernel launch that matches the filter")
+    absent = [name for name in metrics if any(k.metrics[name].value is None for k in analysis.kernels)]
+    if absent:
+        analysis.warnings.append(
+            f"not in the report: {', '.join(absent)} (ncu collects a metric only when asked: profile with --metric)"
+        )
     if without_line_info:
         names = ", ".join(dict.fromkeys(without_line_info))
         analysis.warnings.append(

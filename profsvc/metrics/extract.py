@@ -11,7 +11,7 @@ hotspots and the SASS counts from the per-PC metrics. Nothing is estimated here.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from profsvc.metrics.catalog import Breakdown, Catalog, Figure
@@ -103,6 +103,16 @@ def figures(action: Any, catalog: Catalog) -> dict[str, FigureValue]:
         sass = kernel_sass(action)
         values.update({c.name: FigureValue(value=sass_count_value(sass, c), unit=c.unit) for c in catalog.sass_counts})
     return values
+
+
+def requested_metrics(action: Any, names: Sequence[str]) -> dict[str, FigureValue]:
+    """The ncu metrics a request named, as the report holds them (ncu's base units); no value where it lacks one
+    or where the metric is not a number (a name, an instanced list)."""
+    found: dict[str, FigureValue] = {}
+    for name in names:
+        metric = action.metric_by_name(name)
+        found[name] = FigureValue(value=numeric(action, name), unit=str(metric.unit()) if metric is not None else "")
+    return found
 
 
 def occupancy_limiter(values: Mapping[str, FigureValue]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict
@@ -21,11 +22,13 @@ class MetricSetSpec(BaseModel):
     catalog_metrics: bool = False
     default: bool = False
 
-    def collection_args(self) -> tuple[str, ...]:
-        """The arguments given to ncu: `ncu_args`, then `--metrics` with every catalog metric when asked."""
-        if not self.catalog_metrics:
+    def collection_args(self, extra: Sequence[str] = ()) -> tuple[str, ...]:
+        """The arguments given to ncu: `ncu_args`, then one `--metrics` with every catalog metric when asked and
+        the `extra` metrics a request names."""
+        names = [*(load_catalog().metric_names() if self.catalog_metrics else ()), *extra]
+        if not names:
             return self.ncu_args
-        return (*self.ncu_args, "--metrics", ",".join(load_catalog().metric_names()))
+        return (*self.ncu_args, "--metrics", ",".join(dict.fromkeys(names)))
 
 
 @lru_cache(maxsize=1)

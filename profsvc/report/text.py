@@ -200,6 +200,7 @@ def render_kernel(kernel: KernelResult, catalog: Catalog) -> list[str]:
             lines.append(f"{figure.label}: {format_value(value.value, value.unit)}")
         if group == "occupancy" and (limiter := limiter_line(kernel)):
             lines.append(limiter)
+    lines.extend(requested_lines(kernel))
     summaries = [roofline_line(kernel.roofline)] + [compact_line(kernel, t, items) for t, items in COMPACT_LINES]
     if any(summaries):
         lines.append("--- Roofline, traffic and instruction mix ---")
@@ -212,6 +213,18 @@ def render_kernel(kernel: KernelResult, catalog: Catalog) -> list[str]:
     lines.extend(hotspot_lines(kernel))
     lines.extend(f"note: figures disagree ({i.check}): {i.message}" for i in kernel.inconsistencies)
     lines.extend(hint_lines(kernel))
+    return lines
+
+
+def requested_lines(kernel: KernelResult) -> list[str]:
+    """The ncu metrics the request named, as the report holds them."""
+    if not kernel.metrics:
+        return []
+    lines = ["--- ncu metrics requested ---"]
+    for name, metric in kernel.metrics.items():
+        lines.append(
+            f"{name}: {format_value(metric.value, metric.unit) if metric.value is not None else 'not in the report'}"
+        )
     return lines
 
 

@@ -46,4 +46,6 @@ class ProfileSpec:
     source: SourceSpec
     kernel_filter: KernelFilter = field(default_factory=KernelFilter)
     metric_set: MetricSetSpec | None = None
+    # ncu metrics to collect besides the set's, by name.
+    metrics: tuple[str, ...] = ()
     session: SessionKey | None = None

@@ -26,6 +26,7 @@ from profsvc.server.validation import (
     validate_count,
     validate_filter,
     validate_metric_set,
+    validate_metrics,
     validate_policy,
     validate_session_id,
     validate_source,
@@ -169,6 +170,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
                 source=self._source(request.source, Verb.PROFILE),
                 kernel_filter=validate_filter(_request_model(request.filter, KernelFilter), self.config.limits),
                 metric_set=validate_metric_set(request.metric_set),
+                metrics=validate_metrics(request.metrics),
                 session=self._session(context, request.session_id),
             )
             return await self.scheduler.profile(spec, progress)
@@ -252,9 +254,10 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
             # Everything the first message says is checked before the rest of the upload is read.
             filename = validate_upload_name(first.filename)
             kernel_filter = validate_filter(_request_model(first.filter, KernelFilter), self.config.limits)
+            metrics = validate_metrics(first.metrics)
             session = self._session(context, first.session_id)
             async with self.uploads.receive(first, requests) as upload:
-                result = await self.scheduler.analyze(upload, filename, kernel_filter, None, session)
+                result = await self.scheduler.analyze(upload, filename, kernel_filter, None, session, metrics)
             return pb.AnalyzeResponse(result=to_proto(result, pb.ProfileResult))
 
         return await self._guard(context, "Analyze", call)

@@ -7,6 +7,7 @@ kind's checks (profsvc.kinds), which parse Python and search CUDA for main().
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from profsvc.config import Limits
 from profsvc.kinds import Verb, kind_of
@@ -154,6 +155,26 @@ def validate_metric_set(name: str) -> MetricSetSpec:
         known = ", ".join(metric_sets())
         raise InvalidRequest(f"unknown metric set {name!r}; this server offers: {known}", Reason.UNKNOWN_METRIC_SET)
     return spec
+
+
+# An ncu metric name: lower-case words joined by "__", then "." suffixes (dram__bytes_read.sum.per_second).
+_METRIC_NAME = re.compile(r"[a-z0-9_]+__[a-z0-9_]+(\.[a-z0-9_]+)*")
+# Most metrics one request may name (ncu collects each; a full set holds about 2,200).
+MAX_METRICS = 256
+
+
+def validate_metrics(names: Sequence[str]) -> tuple[str, ...]:
+    """The ncu metrics a request names, in ncu's own name syntax, once each."""
+    if len(names) > MAX_METRICS:
+        raise InvalidRequest(f"{len(names)} metrics named: at most {MAX_METRICS} per request", Reason.BAD_ARGUMENT)
+    for name in names:
+        _check_length(name, "a metric's name", MAX_NAME_CHARS, Reason.BAD_ARGUMENT)
+        if not _METRIC_NAME.fullmatch(name):
+            raise InvalidRequest(
+                f"{name!r} is not an ncu metric name (like dram__bytes_read.sum; `ncu --query-metrics` lists them)",
+                Reason.BAD_ARGUMENT,
+            )
+    return tuple(dict.fromkeys(names))
 
 
 def validate_policy(policy: StaticPolicy) -> Policy:

@@ -512,3 +512,33 @@ def test_capabilities_in_each_format(served, client):
     assert f"server:      {known.server_version}\n" in text and f"| server | {known.server_version} |" in markdown
     for metric_set in known.metric_sets:
         assert metric_set.name in text and f"- `{metric_set.name}`: {metric_set.description}" in markdown
+
+
+def test_any_ncu_metric_named_is_reported_as_ncus_raw_page_shows_it(served):
+    import csv
+
+    # ncu's own raw page of the report (--print-units base): names, units, the one launch's values.
+    names, units, values = list(csv.reader((FIXTURES / "seed47_full_raw.csv").open()))[:3]
+    asked = [
+        "dram__bytes_read.sum",
+        "launch__registers_per_thread",
+        "smsp__inst_executed.sum",
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+        "sm__warps_active.avg.pct_of_peak_sustained_active",
+    ]
+    args = [a for name in [*asked, "sm__no_such_metric.sum"] for a in ("--metric", name)]
+    done = run_cli("analyze", FIXTURES / "seed47_full.ncu-rep", "--server", served, "--format", "json", *args)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    metrics = result["kernels"][0]["metrics"]
+    for name in asked:
+        column = names.index(name)
+        assert metrics[name]["unit"] == units[column], name
+        assert metrics[name]["value"] == pytest.approx(float(values[column].replace(",", "")), rel=5e-3), name
+    assert metrics["sm__no_such_metric.sum"] == {"value": None, "unit": ""}
+    assert any("not in the report: sm__no_such_metric.sum" in w for w in result["warnings"])
+    text = run_cli("analyze", FIXTURES / "seed47_full.ncu-rep", "--server", served, "--metric", asked[0])
+    assert "--- ncu metrics requested ---\ndram__bytes_read.sum: 38.4 kB" in text.stdout
+    refused = run_cli("analyze", FIXTURES / "seed47_full.ncu-rep", "--server", served, "--metric", "dram bytes")
+    assert refused.returncode == 2 and "is not an ncu metric name" in refused.stderr
+    assert "[BAD_ARGUMENT]" in refused.stderr

@@ -80,3 +80,13 @@ def test_the_shell_completes_commands_and_options():
     assert "profile" in complete("profsvc prof")
     assert "--format" in complete("profsvc profile x.py --for")
     assert set(complete("profsvc profile x.py --format ")) == {"text", "json", "md"}
+
+
+def test_the_metric_set_help_names_the_sets_the_server_ships():
+    shipped = [s["name"] for s in tomllib.loads((ROOT / "metrics" / "metric_sets.toml").read_text())["set"]]
+    profile = next(
+        action.choices["profile"] for action in cli.build_parser()._actions if getattr(action, "choices", None)
+    )
+    help_text = next(a.help for a in profile._actions if "--metric-set" in a.option_strings)
+    listed = help_text.split(" (")[0].replace(" or ", ", ").split(", ")
+    assert sorted(listed) == sorted(shipped)

@@ -6,7 +6,7 @@ import pytest
 
 from profsvc.config import Limits
 from profsvc.kinds import Verb
-from profsvc.server.validation import validate_filter, validate_metric_set, validate_source
+from profsvc.server.validation import validate_filter, validate_metric_set, validate_metrics, validate_source
 from profsvc_contract.errors import InvalidRequest, Reason
 from profsvc_contract.models import KernelFilter, KernelSource, SourceFile, SourceKind
 from tests.conftest import FIXTURES
@@ -89,6 +89,37 @@ def test_default_set_collects_every_catalog_metric_beside_its_sections():
     assert "--set" not in args and args.count("--section") >= 5
     assert args[args.index("--metrics") + 1].split(",") == load_catalog().metric_names()
     assert validate_metric_set("basic").collection_args() == ("--set", "basic")
+
+
+def test_metrics_a_request_names_join_the_sets_one_metrics_list():
+    from profsvc.metrics.catalog import load_catalog
+
+    extra = ("dram__bytes_read.sum.per_second", "sm__cycles_active.max")
+    args = validate_metric_set("").collection_args(extra)
+    assert args.count("--metrics") == 1
+    assert args[args.index("--metrics") + 1].split(",") == [*load_catalog().metric_names(), *extra]
+    # A set of sections alone gains a --metrics list of just the named ones; a name already listed is listed once.
+    assert validate_metric_set("basic").collection_args(extra[:1]) == ("--set", "basic", "--metrics", extra[0])
+    named = load_catalog().metric_names()[0]
+    assert validate_metric_set("").collection_args([named]) == validate_metric_set("").collection_args()
+
+
+@pytest.mark.parametrize(
+    "name", ["", "dram", "DRAM__bytes.sum", "dram__bytes read.sum", "dram__bytes.sum,--set=full", "a__b..sum"]
+)
+def test_a_name_that_is_no_ncu_metric_is_refused(name):
+    with pytest.raises(InvalidRequest, match="metric") as caught:
+        validate_metrics([name])
+    assert caught.value.reason == Reason.BAD_ARGUMENT
+
+
+def test_metric_names_are_kept_once_and_bounded():
+    assert validate_metrics(["gpu__time_duration.sum", "l1tex__t_bytes.sum", "gpu__time_duration.sum"]) == (
+        "gpu__time_duration.sum",
+        "l1tex__t_bytes.sum",
+    )
+    with pytest.raises(InvalidRequest, match="at most"):
+        validate_metrics([f"sm__metric_{i}.sum" for i in range(1000)])
 
 
 @pytest.mark.parametrize("include", ["/", "//", "domain@/", "regex:/"])

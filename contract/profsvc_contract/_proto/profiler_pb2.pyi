@@ -208,16 +208,18 @@ class CompileResponse(_message.Message):
     def __init__(self, result: _Optional[_Union[CompileResult, _Mapping]] = ...) -> None: ...
 
 class ProfileRequest(_message.Message):
-    __slots__ = ("source", "filter", "metric_set", "session_id")
+    __slots__ = ("source", "filter", "metric_set", "session_id", "metrics")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     METRIC_SET_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
     source: KernelSource
     filter: KernelFilter
     metric_set: str
     session_id: str
-    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., filter: _Optional[_Union[KernelFilter, _Mapping]] = ..., metric_set: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+    metrics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., filter: _Optional[_Union[KernelFilter, _Mapping]] = ..., metric_set: _Optional[str] = ..., session_id: _Optional[str] = ..., metrics: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ("stage", "message", "passes", "kernel_index", "elapsed_seconds", "queue_position")
@@ -387,8 +389,15 @@ class NvtxRanges(_message.Message):
     def __init__(self, domain: _Optional[str] = ..., push_pop: _Optional[_Iterable[str]] = ..., start_end: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class KernelResult(_message.Message):
-    __slots__ = ("name", "demangled_name", "grid", "block", "figures", "stalls", "ncu_rules", "nvtx_range", "launch_index", "roofline", "hotspots", "occupancy_limiter", "hints", "inconsistencies", "nvtx")
+    __slots__ = ("name", "demangled_name", "grid", "block", "figures", "stalls", "ncu_rules", "nvtx_range", "launch_index", "roofline", "hotspots", "occupancy_limiter", "hints", "inconsistencies", "nvtx", "metrics")
     class FiguresEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: FigureValue
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[FigureValue, _Mapping]] = ...) -> None: ...
+    class MetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -410,6 +419,7 @@ class KernelResult(_message.Message):
     HINTS_FIELD_NUMBER: _ClassVar[int]
     INCONSISTENCIES_FIELD_NUMBER: _ClassVar[int]
     NVTX_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
     name: str
     demangled_name: str
     grid: Dim3
@@ -425,7 +435,8 @@ class KernelResult(_message.Message):
     hints: _containers.RepeatedCompositeFieldContainer[Hint]
     inconsistencies: _containers.RepeatedCompositeFieldContainer[Inconsistency]
     nvtx: _containers.RepeatedCompositeFieldContainer[NvtxRanges]
-    def __init__(self, name: _Optional[str] = ..., demangled_name: _Optional[str] = ..., grid: _Optional[_Union[Dim3, _Mapping]] = ..., block: _Optional[_Union[Dim3, _Mapping]] = ..., figures: _Optional[_Mapping[str, FigureValue]] = ..., stalls: _Optional[_Iterable[_Union[StallReason, _Mapping]]] = ..., ncu_rules: _Optional[_Iterable[_Union[NcuRuleResult, _Mapping]]] = ..., nvtx_range: _Optional[str] = ..., launch_index: _Optional[int] = ..., roofline: _Optional[_Union[Roofline, _Mapping]] = ..., hotspots: _Optional[_Iterable[_Union[SourceHotspot, _Mapping]]] = ..., occupancy_limiter: _Optional[str] = ..., hints: _Optional[_Iterable[_Union[Hint, _Mapping]]] = ..., inconsistencies: _Optional[_Iterable[_Union[Inconsistency, _Mapping]]] = ..., nvtx: _Optional[_Iterable[_Union[NvtxRanges, _Mapping]]] = ...) -> None: ...
+    metrics: _containers.MessageMap[str, FigureValue]
+    def __init__(self, name: _Optional[str] = ..., demangled_name: _Optional[str] = ..., grid: _Optional[_Union[Dim3, _Mapping]] = ..., block: _Optional[_Union[Dim3, _Mapping]] = ..., figures: _Optional[_Mapping[str, FigureValue]] = ..., stalls: _Optional[_Iterable[_Union[StallReason, _Mapping]]] = ..., ncu_rules: _Optional[_Iterable[_Union[NcuRuleResult, _Mapping]]] = ..., nvtx_range: _Optional[str] = ..., launch_index: _Optional[int] = ..., roofline: _Optional[_Union[Roofline, _Mapping]] = ..., hotspots: _Optional[_Iterable[_Union[SourceHotspot, _Mapping]]] = ..., occupancy_limiter: _Optional[str] = ..., hints: _Optional[_Iterable[_Union[Hint, _Mapping]]] = ..., inconsistencies: _Optional[_Iterable[_Union[Inconsistency, _Mapping]]] = ..., nvtx: _Optional[_Iterable[_Union[NvtxRanges, _Mapping]]] = ..., metrics: _Optional[_Mapping[str, FigureValue]] = ...) -> None: ...
 
 class Inconsistency(_message.Message):
     __slots__ = ("check", "message", "figures")
@@ -569,18 +580,20 @@ class ProfileResult(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., job_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., kernels: _Optional[_Iterable[_Union[KernelResult, _Mapping]]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., ncu: _Optional[_Union[NcuRun, _Mapping]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., report_text: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., aggregate: _Optional[_Union[Aggregate, _Mapping]] = ..., delta: _Optional[_Iterable[_Union[DeltaRow, _Mapping]]] = ..., session_id: _Optional[str] = ..., target: _Optional[str] = ..., timings: _Optional[_Mapping[str, float]] = ..., report_markdown: _Optional[str] = ...) -> None: ...
 
 class AnalyzeRequest(_message.Message):
-    __slots__ = ("chunk", "filename", "filter", "session_id", "size")
+    __slots__ = ("chunk", "filename", "filter", "session_id", "size", "metrics")
     CHUNK_FIELD_NUMBER: _ClassVar[int]
     FILENAME_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
     chunk: bytes
     filename: str
     filter: KernelFilter
     session_id: str
     size: int
-    def __init__(self, chunk: _Optional[bytes] = ..., filename: _Optional[str] = ..., filter: _Optional[_Union[KernelFilter, _Mapping]] = ..., session_id: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+    metrics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, chunk: _Optional[bytes] = ..., filename: _Optional[str] = ..., filter: _Optional[_Union[KernelFilter, _Mapping]] = ..., session_id: _Optional[str] = ..., size: _Optional[int] = ..., metrics: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class AnalyzeResponse(_message.Message):
     __slots__ = ("result",)
