@@ -23,7 +23,9 @@ that failed for the server's sake (unreachable, queue full, no GPU, ...), and
 then writes the parquet from it: one row per profiled kernel launch, a failed
 problem as one row with its status and error. Figures are float64 columns
 (their unit in the column's parquet metadata), in name order after the fixed
-columns `COLUMNS`.
+columns `COLUMNS`: one for every figure of the server's catalog, whatever the
+results (a table of failures has the same columns as one of successes), and the
+parquet's metadata holds its schema version.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from itertools import islice
@@ -43,7 +45,15 @@ from typing import IO, TYPE_CHECKING, Any
 
 from profsvc_client.client import ProfilerClient
 from profsvc_contract import errors
-from profsvc_contract.models import KernelFilter, KernelSource, ProfileResult, SourceFile, StaticCheckResult
+from profsvc_contract.models import (
+    Capabilities,
+    FigureInfo,
+    KernelFilter,
+    KernelSource,
+    ProfileResult,
+    SourceFile,
+    StaticCheckResult,
+)
 
 if TYPE_CHECKING:
     import pandas
@@ -76,9 +86,26 @@ COLUMNS = (
     "wall_seconds",
     "compile_seconds",
     "ncu_seconds",
+    "device",
+    "compute_capability",
+    "ncu_version",
+    "server_version",
 )
 # What a checkpoint line written before a column existed reads as.
-COLUMN_DEFAULTS = {"task": "profile", "worker": "", "findings": [], "target": ""}
+COLUMN_DEFAULTS = {
+    "task": "profile",
+    "worker": "",
+    "findings": [],
+    "target": "",
+    "device": "",
+    "compute_capability": "",
+    "ncu_version": "",
+    "server_version": "",
+}
+# The parquet's schema version (its metadata key PARQUET_SCHEMA_KEY): raised when a column is renamed, removed or
+# changes meaning.
+PARQUET_SCHEMA_VERSION = "1"
+PARQUET_SCHEMA_KEY = b"profsvc_schema_version"
 FLOAT_COLUMNS = ("wall_seconds", "compile_seconds", "ncu_seconds")
 # Failures that say nothing about the problem itself: a rerun tries these problems again.
 RETRIED_ON_RERUN = frozenset(
@@ -323,6 +350,10 @@ def record_of(
         "wall_seconds": seconds,
         "compile_seconds": None,
         "ncu_seconds": None,
+        "device": "",
+        "compute_capability": "",
+        "ncu_version": "",
+        "server_version": "",
         "units": {},
         "kernels": [],
     }
@@ -332,6 +363,8 @@ def record_of(
         record["compile_seconds"] = result.compile.seconds
         record["ncu_seconds"] = result.ncu.seconds
         record["target"] = result.target
+        record["device"], record["compute_capability"] = result.device.name, result.device.compute_capability
+        record["ncu_version"] = result.ncu.version
         for kernel in result.kernels:
             record["units"].update({name: figure.unit for name, figure in kernel.figures.items()})
             record["kernels"].append(
@@ -433,11 +466,13 @@ def require_table_libraries() -> None:
         ) from None
 
 
-def _table(records: Iterable[Mapping[str, Any]]) -> pyarrow.Table:
+def _table(records: Iterable[Mapping[str, Any]], figures: Sequence[FigureInfo] = ()) -> pyarrow.Table:
+    """The results table: the fixed columns, then one float64 column per figure (the server's catalog, whether
+    or not a row has a value, then any other figure the records hold), in name order."""
     import pyarrow as pa
 
     rows: list[dict[str, Any]] = []
-    units: dict[str, str] = {}
+    units: dict[str, str] = {figure.name: figure.unit for figure in figures}
     for record in records:
         units.update(record["units"])
         common = {name: record.get(name, COLUMN_DEFAULTS.get(name)) for name in COLUMNS}
@@ -453,16 +488,22 @@ def _table(records: Iterable[Mapping[str, Any]]) -> pyarrow.Table:
         for name in COLUMNS
     ]
     fields += [pa.field(name, pa.float64(), metadata={"unit": units[name]}) for name in sorted(units)]
-    schema = pa.schema(fields)
+    schema = pa.schema(fields, metadata={PARQUET_SCHEMA_KEY: PARQUET_SCHEMA_VERSION})
     # Keep None (null) where a figure was not collected: float64 columns read back as NaN.
     return pa.table({f.name: pa.array([row.get(f.name) for row in rows], type=f.type) for f in fields}, schema=schema)
 
 
-def write_results(problems: Iterable[Problem], records: Mapping[str, Mapping[str, Any]], out: Path) -> int:
-    """Write the parquet of `problems` (in their order) from checkpoint records; return the row count."""
+def write_results(
+    problems: Iterable[Problem],
+    records: Mapping[str, Mapping[str, Any]],
+    out: Path,
+    figures: Sequence[FigureInfo] = (),
+) -> int:
+    """Write the parquet of `problems` (in their order) from checkpoint records, with a column for each of
+    `figures` (the server's catalog); return the row count."""
     import pyarrow.parquet as pq
 
-    table = _table(records[problem.key] for problem in problems if problem.key in records)
+    table = _table((records[problem.key] for problem in problems if problem.key in records), figures)
     # Written aside and renamed: an interrupted write never leaves a half parquet under the real name.
     partial = out.with_name(out.name + ".writing")
     pq.write_table(table, partial)
@@ -473,13 +514,14 @@ def write_results(problems: Iterable[Problem], records: Mapping[str, Mapping[str
 class Checkpoint:
     """The run's checkpoint: the problems still to do, and each finished one appended at once, synced."""
 
-    def __init__(self, problems: list[Problem], out: Path) -> None:
+    def __init__(self, problems: list[Problem], out: Path, server: Capabilities | None = None) -> None:
         if out.is_dir():
             # Found now, not after every problem has been done.
             raise errors.InvalidRequest(f"--out {out} is a folder: name the parquet file to write")
         require_table_libraries()
         self.problems = problems
         self.out = out
+        self.server = server or Capabilities()
         self.path = checkpoint_path(out)
         self.start = time.monotonic()
         _trim_cut_line(self.path)
@@ -501,6 +543,7 @@ class Checkpoint:
     def add(self, record: Mapping[str, Any]) -> None:
         """Append one finished problem."""
         assert self._sink is not None, "add() inside `with checkpoint:`"
+        record = {**record, "server_version": record.get("server_version") or self.server.server_version}
         self._sink.write(json.dumps(record) + "\n")
         self._sink.flush()
         # A crash of the machine, not only of this process, must not lose a finished problem.
@@ -509,7 +552,7 @@ class Checkpoint:
     def finish(self) -> BatchSummary:
         """Write the parquet from the checkpoint; what the run did."""
         records = read_checkpoint(self.path)
-        rows = write_results(self.problems, records, self.out)
+        rows = write_results(self.problems, records, self.out, self.server.figures)
         statuses = Counter(records[problem.key]["status"] for problem in self.problems)
         ok = statuses.pop("ok", 0)
         total = len(self.problems)
@@ -523,15 +566,17 @@ def run_batch(
     *,
     concurrency: int = 4,
     stream: IO[str] | None = None,
+    server: Capabilities | None = None,
 ) -> BatchSummary:
     """Do the problems the checkpoint lacks, `concurrency` at a time, then write the parquet.
 
-    `profile` is the per-problem call (`profile_with(client)` for a real batch). An interruption
+    `profile` is the per-problem call (`profile_with(client)` for a real batch); `server` the capabilities of
+    the server it calls (its version on every row, a column for every figure of its catalog). An interruption
     (KeyboardInterrupt included) leaves the checkpoint holding every problem finished so far.
     """
     if concurrency < 1:
         raise errors.InvalidRequest("--concurrency must be at least 1")
-    checkpoint = Checkpoint(problems, out)
+    checkpoint = Checkpoint(problems, out, server)
     progress = ProgressBar(len(checkpoint.todo), stream)
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="profsvc-batch")
     try:

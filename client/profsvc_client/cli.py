@@ -460,8 +460,12 @@ def _batch(args: argparse.Namespace) -> int:
         if args.gpus is not None:
             raise errors.InvalidRequest("--gpus goes with --cluster local")
         with connect(args) as client:
+            server = client.capabilities()
             return run_command(
-                lambda: run_batch(problems, args.out, profile_with(client), concurrency=args.concurrency), args.out
+                lambda: run_batch(
+                    problems, args.out, profile_with(client), concurrency=args.concurrency, server=server
+                ),
+                args.out,
             )
     if args.server:
         raise errors.InvalidRequest("--server and --cluster: the cluster's workers run the service; give one")

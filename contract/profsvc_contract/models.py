@@ -98,6 +98,14 @@ class MetricSet(_Model):
     description: str = ""
 
 
+class FigureInfo(_Model):
+    """One figure of the server's catalog."""
+
+    name: str = ""
+    unit: str = ""
+    label: str = ""
+
+
 class Capabilities(_Model):
     """What a server offers (GetCapabilitiesResponse)."""
 
@@ -110,6 +118,7 @@ class Capabilities(_Model):
     unavailable_reason: str = ""
     nvcc_version: str = ""
     isolation: str = ""
+    figures: list[FigureInfo] = Field(default_factory=list)
 
 
 class Diagnostic(_Model):

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from profsvc import __version__
 from profsvc.config import ServerConfig
 from profsvc.kinds import Verb
+from profsvc.metrics.catalog import load_catalog
 from profsvc.ncu.metric_sets import metric_sets
 from profsvc.scheduler.evaluation import benchmark, check_correctness, evaluate, static_check
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
@@ -40,6 +41,7 @@ from profsvc_contract.errors import InvalidRequest, NotFound, Reason
 from profsvc_contract.models import (
     Capabilities,
     EvaluateResult,
+    FigureInfo,
     KernelFilter,
     KernelSource,
     MetricSet,
@@ -113,6 +115,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
                 unavailable_reason=host.unavailable_reason,
                 nvcc_version=host.nvcc_version,
                 isolation=self.scheduler.isolation(),
+                figures=[FigureInfo(name=e.name, unit=e.unit, label=e.label) for e in load_catalog().entries.values()],
             )
             return to_proto(capabilities, pb.GetCapabilitiesResponse)
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import tomllib
+from importlib.metadata import version
+from pathlib import Path
 
 import pytest
 
@@ -29,8 +32,11 @@ from profsvc_contract import errors
 from profsvc_contract.models import FigureValue, KernelResult, ProfileResult
 from tests.conftest import FIXTURES, HAS_GPU, run_cli
 
-pd = pytest.importorskip("pandas", reason="batch results need pandas and pyarrow (pip install './client[batch]')")
-pytest.importorskip("pyarrow", reason="batch results need pandas and pyarrow (pip install './client[batch]')")
+ROOT = Path(__file__).parents[2]
+
+NEEDS = "batch results need pandas and pyarrow (pip install './client[batch]')"
+pd = pytest.importorskip("pandas", reason=NEEDS)
+pq = pytest.importorskip("pyarrow.parquet", reason=NEEDS)
 
 EXAMPLES = FIXTURES.parent.parent / "examples"
 no_gpu_only = pytest.mark.skipif(HAS_GPU, reason="checks the answer of a server without a GPU")
@@ -170,7 +176,15 @@ def test_cli_batch_against_a_server_without_gpu(served, tmp_path):
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("profsvc batch: 3 problems (0 from the checkpoint, 3 run)")
     frame = read_results(out)
-    assert list(frame.columns) == list(COLUMNS)  # nothing was profiled: no figure columns
+    # Nothing was profiled, and the table has the same columns as one of successes: a column for every entry of the
+    # server's catalog (read here from the table file itself), each with its unit.
+    catalog = tomllib.loads((ROOT / "metrics" / "catalog.toml").read_text())
+    entries = [e for kind in ("figure", "breakdown", "sass_count") for e in catalog[kind]]
+    assert list(frame.columns) == [*COLUMNS, *sorted(e["name"] for e in entries)]
+    assert frame.attrs["units"] == {e["name"]: e["unit"] for e in entries}
+    assert frame[[e["name"] for e in entries]].isna().all().all()
+    assert set(frame["server_version"]) == {version("profsvc")} and set(frame["device"]) == {""}
+    assert pq.read_schema(out).metadata[b"profsvc_schema_version"] == b"1"
     statuses = dict(zip(frame["problem"], frame["status"], strict=True))
     assert statuses == {"empty.py": "EMPTY_SOURCE", "level2/seed47.py": "NO_GPU", "saxpy.cu": "NO_GPU"}
     assert frame["error"].str.len().min() > 0 and frame["launch_index"].isna().all()

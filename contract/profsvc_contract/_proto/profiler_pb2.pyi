@@ -119,7 +119,7 @@ class MetricSet(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
 
 class GetCapabilitiesResponse(_message.Message):
-    __slots__ = ("server_version", "gpus", "driver_version", "ncu_version", "metric_sets", "profiling_available", "unavailable_reason", "nvcc_version", "isolation")
+    __slots__ = ("server_version", "gpus", "driver_version", "ncu_version", "metric_sets", "profiling_available", "unavailable_reason", "nvcc_version", "isolation", "figures")
     SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
     DRIVER_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -129,6 +129,7 @@ class GetCapabilitiesResponse(_message.Message):
     UNAVAILABLE_REASON_FIELD_NUMBER: _ClassVar[int]
     NVCC_VERSION_FIELD_NUMBER: _ClassVar[int]
     ISOLATION_FIELD_NUMBER: _ClassVar[int]
+    FIGURES_FIELD_NUMBER: _ClassVar[int]
     server_version: str
     gpus: _containers.RepeatedCompositeFieldContainer[GpuInfo]
     driver_version: str
@@ -138,7 +139,18 @@ class GetCapabilitiesResponse(_message.Message):
     unavailable_reason: str
     nvcc_version: str
     isolation: str
-    def __init__(self, server_version: _Optional[str] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., driver_version: _Optional[str] = ..., ncu_version: _Optional[str] = ..., metric_sets: _Optional[_Iterable[_Union[MetricSet, _Mapping]]] = ..., profiling_available: _Optional[bool] = ..., unavailable_reason: _Optional[str] = ..., nvcc_version: _Optional[str] = ..., isolation: _Optional[str] = ...) -> None: ...
+    figures: _containers.RepeatedCompositeFieldContainer[FigureInfo]
+    def __init__(self, server_version: _Optional[str] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., driver_version: _Optional[str] = ..., ncu_version: _Optional[str] = ..., metric_sets: _Optional[_Iterable[_Union[MetricSet, _Mapping]]] = ..., profiling_available: _Optional[bool] = ..., unavailable_reason: _Optional[str] = ..., nvcc_version: _Optional[str] = ..., isolation: _Optional[str] = ..., figures: _Optional[_Iterable[_Union[FigureInfo, _Mapping]]] = ...) -> None: ...
+
+class FigureInfo(_message.Message):
+    __slots__ = ("name", "unit", "label")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UNIT_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    unit: str
+    label: str
+    def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., label: _Optional[str] = ...) -> None: ...
 
 class CompileRequest(_message.Message):
     __slots__ = ("source",)
