@@ -11,10 +11,12 @@ import is rewritten to the contract's own package path.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from generated import write_or_check
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "protos"
@@ -50,21 +52,10 @@ def generate() -> dict[str, str]:
 
 def main() -> int:
     """Write the stubs, or with --check compare them with the committed ones."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only compare, write nothing")
-    args = parser.parse_args()
     files = generate()
-    if args.check:
-        stale = [n for n, t in files.items() if not (OUT_DIR / n).is_file() or (OUT_DIR / n).read_text() != t]
-        if stale:
-            print("stale generated stubs: " + ", ".join(stale) + " (run python tools/gen_protos.py)")
-            return 1
-        return 0
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (OUT_DIR / name).write_text(text)
-    (OUT_DIR / "__init__.py").write_text('"""Generated protobuf and gRPC stubs (tools/gen_protos.py)."""\n')
-    return 0
+    files["__init__.py"] = '"""Generated protobuf and gRPC stubs (tools/gen_protos.py)."""\n'
+    description = (__doc__ or "").splitlines()[0]
+    return write_or_check(description, files, OUT_DIR, "generated stubs", "python tools/gen_protos.py")
 
 
 if __name__ == "__main__":

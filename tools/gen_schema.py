@@ -6,7 +6,6 @@ differ from what the models generate (CI runs it through tests/unit/test_documen
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -14,7 +13,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT_DIR = ROOT / "docs" / "schema"
-sys.path[:0] = [str(ROOT / "contract")]
+sys.path[:0] = [str(ROOT / "contract"), str(ROOT / "tools")]
+
+from generated import write_or_check  # noqa: E402
 
 from profsvc_contract import models  # noqa: E402
 from profsvc_contract.document import SCHEMA_VERSION  # noqa: E402
@@ -75,20 +76,8 @@ def generate() -> dict[str, str]:
 
 def main() -> int:
     """Write the schemas, or with --check compare them with the committed ones."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only compare, write nothing")
-    args = parser.parse_args()
-    files = generate()
-    if args.check:
-        stale = [n for n, t in files.items() if not (OUT_DIR / n).is_file() or (OUT_DIR / n).read_text() != t]
-        if stale:
-            print("stale JSON schemas: " + ", ".join(stale) + " (run python tools/gen_schema.py)")
-            return 1
-        return 0
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (OUT_DIR / name).write_text(text)
-    return 0
+    description = (__doc__ or "").splitlines()[0]
+    return write_or_check(description, generate(), OUT_DIR, "JSON schemas", "python tools/gen_schema.py")
 
 
 if __name__ == "__main__":
