@@ -27,6 +27,15 @@ FIXTURES = Path(__file__).parent / "fixtures"
 # Every committed report, archetypes and the primed worker's included: the parity tests cover each.
 REPORTS = sorted(FIXTURES.rglob("*.ncu-rep"))
 HAS_GPU = shutil.which("nvidia-smi") is not None
+# The second tier (`pytest -m slow`): every test here starts a real server over sockets or a jailed job.
+SLOW_FOLDERS = ("integration", "security")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
+    for item in items:
+        if item.path.relative_to(tests).parts[0] in SLOW_FOLDERS:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

@@ -37,7 +37,7 @@ gpu_tests() {
 case "$stage" in
   a)
     gpu_tests tests/gpu/test_profile_gpu.py tests/gpu/test_counters_gpu.py tests/gpu/test_faults_gpu.py "$@"
-    python3 -m pytest -v -p no:cacheprovider tests/security/test_jail.py 2>&1 | tee -a "$out/gpu-suite-$stage.txt" | grep -E "PASSED|FAILED|ERROR|passed|failed"
+    python3 -m pytest -v -p no:cacheprovider -m slow tests/security/test_jail.py 2>&1 | tee -a "$out/gpu-suite-$stage.txt" | grep -E "PASSED|FAILED|ERROR|passed|failed"
     ;;
   b)
     gpu_tests tests/gpu/test_agent_tools_gpu.py tests/gpu/test_verdict_gpu.py "$@"
@@ -70,6 +70,6 @@ case "$stage" in
     "$@" 2>&1 | tee -a "$out/exec.txt"
     ;;
   cpu)
-    python3 -m pytest -q -p no:cacheprovider tests/unit tests/integration "$@" 2>&1 | tee "$out/cpu-suite.txt" | tail -3
+    python3 -m pytest -q -p no:cacheprovider -m "not gpu" tests/unit tests/integration "$@" 2>&1 | tee "$out/cpu-suite.txt" | tail -3
     ;;
 esac

@@ -239,6 +239,7 @@ def test_a_plain_host_launcher_called_from_torch_code_is_declared_and_keeps_its_
     assert split.launched == []
 
 
+@pytest.mark.slow  # a C++ build against torch's headers: about 25 s on two cores
 def test_host_part_with_helpers_compiles_against_the_torch_headers(tmp_path):
     torch_extension = pytest.importorskip("torch.utils.cpp_extension")
     compiler, cuda_include = shutil.which("g++"), Path("/usr/local/cuda/include")
