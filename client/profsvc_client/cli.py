@@ -81,6 +81,13 @@ def _add_metrics(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="an ncu metric to report besides the catalog's (repeatable; `ncu --query-metrics` lists them)",
     )
+    parser.add_argument(
+        "--derived",
+        action="append",
+        default=[],
+        metavar="NAME=FORMULA",
+        help="a metric computed from ncu metrics, e.g. 'read_bw=dram__bytes_read.sum / gpu__time_duration.sum'",
+    )
 
 
 def _add_filter(parser: argparse.ArgumentParser) -> None:
@@ -525,7 +532,11 @@ def run(args: argparse.Namespace) -> int:
             return _run_tool(client, args, policy)
         if args.command == "analyze":
             result = client.analyze(
-                args.report, kernel_filter=_filter(args), session_id=args.session, metrics=args.metrics
+                args.report,
+                kernel_filter=_filter(args),
+                session_id=args.session,
+                metrics=args.metrics,
+                derived=args.derived,
             )
             return _emit_result(result, args, client)
         progress = ProgressLine()
@@ -535,6 +546,7 @@ def run(args: argparse.Namespace) -> int:
                 kernel_filter=_filter(args),
                 metric_set=args.metric_set,
                 metrics=args.metrics,
+                derived=args.derived,
                 session_id=args.session,
                 on_progress=progress,
             )

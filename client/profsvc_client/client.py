@@ -153,6 +153,7 @@ def profile_request(
     metric_set: str,
     session_id: str,
     metrics: Sequence[str] = (),
+    derived: Sequence[str] = (),
 ) -> pb.ProfileRequest:
     """The ProfileRequest for these arguments (shared by the sync and asyncio clients)."""
     return pb.ProfileRequest(
@@ -161,6 +162,7 @@ def profile_request(
         metric_set=metric_set,
         session_id=session_id,
         metrics=list(metrics),
+        derived=list(derived),
     )
 
 
@@ -214,7 +216,11 @@ def _upload(first: pb.AnalyzeRequest, pieces: Iterator[bytes]) -> Iterator[pb.An
 
 
 def analyze_requests(
-    report: bytes | str | Path, kernel_filter: KernelFilter | None, session_id: str, metrics: Sequence[str] = ()
+    report: bytes | str | Path,
+    kernel_filter: KernelFilter | None,
+    session_id: str,
+    metrics: Sequence[str] = (),
+    derived: Sequence[str] = (),
 ) -> Iterator[pb.AnalyzeRequest]:
     """The Analyze upload for a report given as a path or as its bytes: a first message naming the file, its size
     and the options, then the file in pieces of UPLOAD_CHUNK_BYTES (a file is read one piece at a time)."""
@@ -236,6 +242,7 @@ def analyze_requests(
         filter=to_proto(kernel_filter or KernelFilter(), pb.KernelFilter),
         session_id=session_id,
         metrics=list(metrics),
+        derived=list(derived),
     )
     return _upload(first, pieces)
 
@@ -368,6 +375,7 @@ class ProfilerClient(_Connection):
         kernel_filter: KernelFilter | None = None,
         metric_set: str = "",
         metrics: Sequence[str] = (),
+        derived: Sequence[str] = (),
         session_id: str = "",
         on_progress: Callable[[Progress], None] | None = None,
     ) -> ProfileResult:
@@ -375,7 +383,7 @@ class ProfilerClient(_Connection):
 
         With a `session_id`, the result carries a delta table against the session's previous result.
         """
-        request = profile_request(source, kernel_filter, metric_set, session_id, metrics)
+        request = profile_request(source, kernel_filter, metric_set, session_id, metrics, derived)
         return self._stream(self._stub.Profile, request, ProfileResult, on_progress)
 
     def _stream(
@@ -456,12 +464,13 @@ class ProfilerClient(_Connection):
         kernel_filter: KernelFilter | None = None,
         session_id: str = "",
         metrics: Sequence[str] = (),
+        derived: Sequence[str] = (),
     ) -> ProfileResult:
         """Analyze an existing .ncu-rep (a path or its bytes) on the server (a session adds a delta table)."""
         # The pieces are made again for each try: a stream is not replayed.
         reply = self._unary(
             lambda _, **options: self._stub.Analyze(
-                analyze_requests(report, kernel_filter, session_id, metrics), **options
+                analyze_requests(report, kernel_filter, session_id, metrics, derived), **options
             ),
             None,
         )

@@ -311,7 +311,7 @@ class KernelResult(_Model):
     hints: list[Hint] = Field(default_factory=list)
     inconsistencies: list[Inconsistency] = Field(default_factory=list)
     nvtx: list[NvtxRanges] = Field(default_factory=list)
-    # The ncu metrics the request named, in ncu's base units.
+    # The ncu metrics the request named, in ncu's base units, and its derived metrics (no unit).
     metrics: dict[str, FigureValue] = Field(default_factory=dict)
 
     def value(self, figure: str) -> float | None:

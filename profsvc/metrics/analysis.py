@@ -12,12 +12,13 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from profsvc.metrics.catalog import Catalog, load_catalog
-from profsvc.metrics.extract import device_info, kernel_result, requested_metrics
+from profsvc.metrics.derived import derived_values, parse_derived
+from profsvc.metrics.extract import device_info, kernel_result, numeric, requested_metrics
 from profsvc.metrics.hotspots import lacks_line_info
 from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE, in_profsvc_range
 from profsvc.metrics.reader import load_reader
 from profsvc.metrics.roofline import load_roofline_params
-from profsvc_contract.models import Aggregate, DeviceInfo, KernelFilter, KernelResult, KernelShare
+from profsvc_contract.models import Aggregate, DeviceInfo, FigureValue, KernelFilter, KernelResult, KernelShare
 
 
 class ReportAnalysis(BaseModel):
@@ -111,9 +112,10 @@ def analyze_report(
     catalog: Catalog | None = None,
     reader: ModuleType | None = None,
     metrics: Sequence[str] = (),
+    derived: Sequence[str] = (),
 ) -> ReportAnalysis:
     """Every profiled launch in the report that passes the filter, in launch order; `metrics`: ncu metrics to
-    report for each besides the catalog's figures."""
+    report for each besides the catalog's figures; `derived`: NAME=FORMULA metrics over ncu metrics."""
     reader = reader or load_reader()
     catalog = catalog or load_catalog()
     context = _load(reader, path)
@@ -121,11 +123,14 @@ def analyze_report(
     demangled = reader.IAction.NameBase_DEMANGLED
     roofline_params = load_roofline_params()
     without_line_info: list[str] = []
+    definitions = [parse_derived(text) for text in derived]
     for action in _selected_actions(context, kernel_filter or KernelFilter()):
         if not analysis.kernels:
             analysis.device = device_info(action)
         kernel = kernel_result(action, catalog, len(analysis.kernels), demangled, roofline_params)
         kernel.metrics = requested_metrics(action, metrics)
+        values = derived_values(definitions, lambda name, action=action: numeric(action, name))
+        kernel.metrics.update({name: FigureValue(value=value) for name, value in values.items()})
         analysis.kernels.append(kernel)
         if not kernel.hotspots and lacks_line_info(action):
             without_line_info.append(kernel.name)

@@ -222,9 +222,7 @@ def requested_lines(kernel: KernelResult) -> list[str]:
         return []
     lines = ["--- ncu metrics requested ---"]
     for name, metric in kernel.metrics.items():
-        lines.append(
-            f"{name}: {format_value(metric.value, metric.unit) if metric.value is not None else 'not in the report'}"
-        )
+        lines.append(f"{name}: {format_value(metric.value, metric.unit) if metric.value is not None else 'no value'}")
     return lines
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from profsvc.metrics.derived import parse_derived
 from profsvc.ncu.metric_sets import MetricSetSpec
 from profsvc.scheduler.sessions import SessionKey
 from profsvc_contract.models import KernelFilter, Progress, SourceKind, Target
@@ -46,6 +47,13 @@ class ProfileSpec:
     source: SourceSpec
     kernel_filter: KernelFilter = field(default_factory=KernelFilter)
     metric_set: MetricSetSpec | None = None
-    # ncu metrics to collect besides the set's, by name.
+    # ncu metrics to collect besides the set's, by name, and derived ones (NAME=FORMULA) over ncu metrics.
     metrics: tuple[str, ...] = ()
+    derived: tuple[str, ...] = ()
+
+    def collected(self) -> tuple[str, ...]:
+        """Every ncu metric to collect besides the set's: those named, and those the formulas read."""
+        read = [m for text in self.derived for m in parse_derived(text).metrics]
+        return tuple(dict.fromkeys([*self.metrics, *read]))
+
     session: SessionKey | None = None

@@ -480,7 +480,7 @@ class Scheduler:
         nvtx = list(kernel_filter.nvtx_include) or list(default_nvtx)
         count = kernel_filter.launch_count or self.config.limits.max_launches
         return NcuOptions(
-            collection_args=metric_set.collection_args(spec.metrics),
+            collection_args=metric_set.collection_args(spec.collected()),
             export_path=report,
             nvtx_include=nvtx,
             name_regex=kernel_filter.name_regex,
@@ -624,7 +624,9 @@ class Scheduler:
                 result.error = failure or JobError(kind="ncu_failed", stage=Stage.PROFILING)
                 return self._finish(result)
             job.progress(Stage.PARSING, "reading the report")
-            analysis = await self._analyze_file(job, outcome.report, KernelFilter(), locations, spec.metrics)
+            analysis = await self._analyze_file(
+                job, outcome.report, KernelFilter(), locations, spec.metrics, spec.derived
+            )
             result.device, result.kernels, result.aggregate = analysis.device, analysis.kernels, analysis.aggregate
             result.warnings.extend(analysis.warnings)
             result.warnings.extend(f"ncu: {e}" for e in outcome.errors)
@@ -662,6 +664,7 @@ class Scheduler:
         kernel_filter: KernelFilter,
         source_map: dict[str, tuple[str, int]] | None = None,
         metrics: Sequence[str] = (),
+        derived: Sequence[str] = (),
     ) -> ReportAnalysis:
         """Read a report in an analyze worker's cell (a copy of it: the reader may be fed a hostile file); its
         charts are moved into the job's workspace."""
@@ -669,7 +672,7 @@ class Scheduler:
         def argv(cell: Path) -> list[str]:
             command = [self.config.python, "-m", ANALYZE_MODULE, str(cell / "report" / report.name)]
             command += ["--filter", kernel_filter.model_dump_json(), "--charts", str(cell)]
-            command += ["--metrics", json.dumps(list(metrics))]
+            command += ["--metrics", json.dumps(list(metrics)), "--derived", json.dumps(list(derived))]
             return [*command, "--source-map", json.dumps(source_map or {})]
 
         async with (
@@ -705,9 +708,10 @@ class Scheduler:
         progress: ProgressSink | None = None,
         session: SessionKey | None = None,
         metrics: Sequence[str] = (),
+        derived: Sequence[str] = (),
     ) -> ProfileResult:
         """Read an uploaded report (the file `upload`, moved into the job's workspace); `metrics`: ncu metrics to
-        report besides the catalog's."""
+        report besides the catalog's; `derived`: NAME=FORMULA metrics over ncu metrics."""
         async with self._admit(progress) as job:
             # Stored under the user's own file name, so that what the reader says of it names their file; in a
             # folder of its own, apart from the charts written beside the job.
@@ -716,7 +720,7 @@ class Scheduler:
             shutil.move(upload, path)
             job.progress(Stage.PARSING, f"reading {path.name}")
             try:
-                analysis = await self._analyze_file(job, path, kernel_filter, metrics=metrics)
+                analysis = await self._analyze_file(job, path, kernel_filter, metrics=metrics, derived=derived)
             finally:
                 # Not an artifact (the user has the file): kept, rejected uploads filled the disk.
                 shutil.rmtree(path.parent, ignore_errors=True)

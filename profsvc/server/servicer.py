@@ -25,6 +25,7 @@ from profsvc.server.status import new_request_id, status_for_exception
 from profsvc.server.uploads import Uploads
 from profsvc.server.validation import (
     validate_count,
+    validate_derived,
     validate_filter,
     validate_metric_set,
     validate_metrics,
@@ -174,6 +175,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
                 kernel_filter=validate_filter(_request_model(request.filter, KernelFilter), self.config.limits),
                 metric_set=validate_metric_set(request.metric_set),
                 metrics=validate_metrics(request.metrics),
+                derived=validate_derived(request.derived, request.metrics),
                 session=self._session(context, request.session_id),
             )
             return await self.scheduler.profile(spec, progress)
@@ -258,9 +260,10 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
             filename = validate_upload_name(first.filename)
             kernel_filter = validate_filter(_request_model(first.filter, KernelFilter), self.config.limits)
             metrics = validate_metrics(first.metrics)
+            derived = validate_derived(first.derived, metrics)
             session = self._session(context, first.session_id)
             async with self.uploads.receive(first, requests) as upload:
-                result = await self.scheduler.analyze(upload, filename, kernel_filter, None, session, metrics)
+                result = await self.scheduler.analyze(upload, filename, kernel_filter, None, session, metrics, derived)
             return pb.AnalyzeResponse(result=to_proto(result, pb.ProfileResult))
 
         return await self._guard(context, "Analyze", call)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from profsvc.config import Limits
 from profsvc.kinds import Verb, kind_of
+from profsvc.metrics.derived import METRIC_NAME, parse_derived
 from profsvc.ncu.metric_sets import MetricSetSpec, metric_sets, resolve
 from profsvc.scheduler.jobs import SourceSpec
 from profsvc.staticcheck import Policy, PolicyError, make_policy
@@ -157,10 +158,10 @@ def validate_metric_set(name: str) -> MetricSetSpec:
     return spec
 
 
-# An ncu metric name: lower-case words joined by "__", then "." suffixes (dram__bytes_read.sum.per_second).
-_METRIC_NAME = re.compile(r"[a-z0-9_]+__[a-z0-9_]+(\.[a-z0-9_]+)*")
-# Most metrics one request may name (ncu collects each; a full set holds about 2,200).
+# Most metrics one request may name (ncu collects each; a full set holds about 2,200), and derived ones.
 MAX_METRICS = 256
+MAX_DERIVED = 64
+MAX_FORMULA_CHARS = 1000
 
 
 def validate_metrics(names: Sequence[str]) -> tuple[str, ...]:
@@ -169,12 +170,30 @@ def validate_metrics(names: Sequence[str]) -> tuple[str, ...]:
         raise InvalidRequest(f"{len(names)} metrics named: at most {MAX_METRICS} per request", Reason.BAD_ARGUMENT)
     for name in names:
         _check_length(name, "a metric's name", MAX_NAME_CHARS, Reason.BAD_ARGUMENT)
-        if not _METRIC_NAME.fullmatch(name):
+        if not METRIC_NAME.fullmatch(name):
             raise InvalidRequest(
                 f"{name!r} is not an ncu metric name (like dram__bytes_read.sum; `ncu --query-metrics` lists them)",
                 Reason.BAD_ARGUMENT,
             )
     return tuple(dict.fromkeys(names))
+
+
+def validate_derived(texts: Sequence[str], metrics: Sequence[str]) -> tuple[str, ...]:
+    """The derived metrics a request defines (NAME=FORMULA), each parsed, names distinct from each other and from
+    the metrics it names."""
+    if len(texts) > MAX_DERIVED:
+        raise InvalidRequest(f"{len(texts)} derived metrics: at most {MAX_DERIVED} per request", Reason.BAD_ARGUMENT)
+    names: set[str] = set(metrics)
+    for text in texts:
+        _check_length(text, "a derived metric", MAX_FORMULA_CHARS, Reason.BAD_ARGUMENT)
+        try:
+            derived = parse_derived(text)
+        except ValueError as error:
+            raise InvalidRequest(str(error), Reason.BAD_ARGUMENT) from None
+        if derived.name in names:
+            raise InvalidRequest(f"{derived.name!r} is named twice", Reason.BAD_ARGUMENT)
+        names.add(derived.name)
+    return tuple(texts)
 
 
 def validate_policy(policy: StaticPolicy) -> Policy:

@@ -5,7 +5,7 @@ so a malformed file may crash it. Reading happens here, in a child process,
 never in the server.
 
     python -m profsvc.worker.analyze_report REPORT [--filter JSON] [--charts DIR] [--source-map JSON]
-        [--metrics JSON]
+        [--metrics JSON] [--derived JSON]
 """
 
 from __future__ import annotations
@@ -53,13 +53,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--filter", default="{}", help="KernelFilter as JSON")
     parser.add_argument("--charts", default="", help="folder to write roofline.png and roofline.svg into")
     parser.add_argument("--metrics", default="[]", help="JSON list: ncu metrics to report besides the catalog's")
+    parser.add_argument("--derived", default="[]", help="JSON list: NAME=FORMULA metrics over ncu metrics")
     parser.add_argument(
         "--source-map", default="{}", help="JSON {generated file: [user file, line offset]} for hotspot lines"
     )
     args = parser.parse_args(argv)
     try:
         kernel_filter = KernelFilter.model_validate(json.loads(args.filter))
-        analysis = analyze_report(args.report, kernel_filter, metrics=[str(m) for m in json.loads(args.metrics)])
+        metrics, derived = [str(m) for m in json.loads(args.metrics)], [str(d) for d in json.loads(args.derived)]
+        analysis = analyze_report(args.report, kernel_filter, metrics=metrics, derived=derived)
         catalog, rules = load_catalog(), load_rules()
         source_map = {path: (file, offset) for path, (file, offset) in json.loads(args.source_map).items()}
         for kernel in analysis.kernels:

@@ -6,7 +6,13 @@ import pytest
 
 from profsvc.config import Limits
 from profsvc.kinds import Verb
-from profsvc.server.validation import validate_filter, validate_metric_set, validate_metrics, validate_source
+from profsvc.server.validation import (
+    validate_derived,
+    validate_filter,
+    validate_metric_set,
+    validate_metrics,
+    validate_source,
+)
 from profsvc_contract.errors import InvalidRequest, Reason
 from profsvc_contract.models import KernelFilter, KernelSource, SourceFile, SourceKind
 from tests.conftest import FIXTURES
@@ -150,3 +156,17 @@ def test_sources_the_parser_refuses_are_syntax_errors(content, text):
         validate_source(_source("tricky.py", content), Limits(), Verb.PROFILE)
     assert caught.value.reason == Reason.SYNTAX_ERROR and text in caught.value.message
     assert "None" not in caught.value.message
+
+
+def test_derived_metrics_are_parsed_and_their_names_kept_apart():
+    ok = ("bw=dram__bytes_read.sum / gpu__time_duration.sum",)
+    assert validate_derived(ok, ()) == ok
+    for texts, metrics, why in [
+        (("bw=dram__bytes_read.sum", "bw=gpu__time_duration.sum"), (), "named twice"),
+        (("bw=dram__bytes_read.sum +",), (), "cannot parse"),
+        (("bw=1",), (), "names no ncu metric"),
+        ((f"m{i}=dram__bytes_read.sum" for i in range(100)), (), "at most"),
+    ]:
+        with pytest.raises(InvalidRequest, match=why) as caught:
+            validate_derived(tuple(texts), metrics)
+        assert caught.value.reason == Reason.BAD_ARGUMENT
