@@ -41,6 +41,7 @@ from profsvc.ncu.metric_sets import resolve
 from profsvc.ncu.runner import NcuOutcome, NcuProgress, ProgressParser, ncu_outcome
 from profsvc.proc import ProcessResult
 from profsvc.report.delta import compute_delta
+from profsvc.report.html import render_html
 from profsvc.report.markdown import render_markdown
 from profsvc.report.text import render_text
 from profsvc.scheduler.artifacts import Workspaces
@@ -81,6 +82,8 @@ UNJAILED = (
 ANALYZE_TIMEOUT_S = 300.0
 REPORT_NAME = "report.ncu-rep"
 CHART_NAMES = ("roofline.png", "roofline.svg")
+# The HTML report of a result with kernels (profsvc.report.html).
+HTML_NAME = "report.html"
 # The options of a default Profile depend only on the source's kind: this stands for any Python problem.
 _ANY_PYTHON_PROBLEM = SourceSpec(kind=SourceKind.PYTHON_PROBLEM, main_name="", main_text="")
 # Exit statuses of the analyze worker (profsvc.worker.analyze_report).
@@ -550,7 +553,21 @@ class Scheduler:
 
     async def profile(self, spec: ProfileSpec, progress: ProgressSink | None = None) -> ProfileResult:
         """Build, run under ncu, read the report; with a session, add the delta against its last result."""
-        return self._with_session(await self._profile(spec, progress), spec.session)
+        return await self._with_html(self._with_session(await self._profile(spec, progress), spec.session))
+
+    async def _with_html(self, result: ProfileResult) -> ProfileResult:
+        """The result's HTML report as an artifact, where it has kernels (rendered off the event loop)."""
+        if not result.kernels or not result.job_id:
+            return result
+        try:
+            text = await asyncio.to_thread(render_html, result)
+        except ImportError as error:  # a server installed without its charting library
+            result.warnings.append(f"no HTML report: {error}")
+            return result
+        path = self.workspaces.root / result.job_id / HTML_NAME
+        path.write_text(text, encoding="utf-8")
+        result.artifacts.append(self.workspaces.artifact(result.job_id, path))
+        return result
 
     def _with_session(self, result: ProfileResult, session: SessionKey | None) -> ProfileResult:
         """Keep the result as the session's latest and add the delta against the one before."""
@@ -735,7 +752,7 @@ class Scheduler:
             )
             if not result.ok:
                 result.error = JobError(kind="no_kernels_profiled", stage=Stage.PARSING, message=analysis.warnings[0])
-            return self._with_session(self._finish(result), session)
+            return await self._with_html(self._with_session(self._finish(result), session))
 
     def _charts(self, job: _Job) -> list[ArtifactRef]:
         """The roofline charts the analyze worker drew, as artifacts."""

@@ -417,7 +417,7 @@ def test_analyze_carries_hints_and_a_roofline_chart(client, tmp_path):
     assert kernel.roofline.bound == "dram"
     assert result.aggregate.launches == 1 and result.aggregate.kernels[0].share_pct == 100.0
     charts = {a.name: a for a in result.artifacts}
-    assert set(charts) == {"roofline.png", "roofline.svg"}
+    assert set(charts) == {"roofline.png", "roofline.svg", "report.html"}
     png = client.download_artifact(charts["roofline.png"].id, tmp_path)
     assert png.read_bytes().startswith(b"\x89PNG")
     svg = client.download_artifact(charts["roofline.svg"].id, tmp_path).read_text()
