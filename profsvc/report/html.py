@@ -190,6 +190,15 @@ def _delta(rows: list[DeltaRow]) -> str:
     return f"<table id='delta'>{head}{body}</table>"
 
 
+def warm_up_html() -> None:
+    """Import the charting library ahead of the first report (nothing happens where it is missing)."""
+    try:
+        import plotly.graph_objects
+        import plotly.offline  # noqa: F401
+    except ImportError:
+        return
+
+
 def render_html(result: ProfileResult) -> str:
     """The whole report as one HTML document, plotly's JavaScript embedded."""
     from plotly.offline import get_plotlyjs

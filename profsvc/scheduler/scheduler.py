@@ -41,7 +41,7 @@ from profsvc.ncu.metric_sets import resolve
 from profsvc.ncu.runner import NcuOutcome, NcuProgress, ProgressParser, ncu_outcome
 from profsvc.proc import ProcessResult
 from profsvc.report.delta import compute_delta
-from profsvc.report.html import render_html
+from profsvc.report.html import render_html, warm_up_html
 from profsvc.report.markdown import render_markdown
 from profsvc.report.text import render_text
 from profsvc.scheduler.artifacts import Workspaces
@@ -187,8 +187,10 @@ class Scheduler:
         if not self.config.warm_workers:
             return
         # Paid ahead like the warm workers: the glue headers every CUDA build reads (without them, the first
-        # such build waits for them).
+        # such build waits for them), and the HTML report's charting library (a first import of a few tenths of
+        # a second, otherwise on the first result's clock).
         self.builds.prepare_headers()
+        asyncio.get_running_loop().run_in_executor(None, warm_up_html)
         cache = [self.cache.root]
         # Two where jobs arrive faster than a worker warms up (a batch): builds, and profiles on each GPU.
         self.standby.keep("compile", self._spec(HARNESS_MODULE, None, readonly=cache), depth=2)
