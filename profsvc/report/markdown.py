@@ -44,6 +44,13 @@ def _kernel_section(kernel: KernelResult) -> list[str]:
             f"| {s.reason} | {s.share_pct:.1f} % | {s.cycles_per_issue:.2f} |" for s in kernel.stalls[:TOP_STALLS]
         ]
         lines.append("")
+    if kernel.metrics:
+        lines += ["| ncu metric requested | value |", "| --- | ---: |"]
+        lines += [
+            f"| `{name}` | {format_value(m.value, m.unit) if m.value is not None else 'no value'} |"
+            for name, m in kernel.metrics.items()
+        ]
+        lines.append("")
     if kernel.hotspots:
         hot = kernel.hotspots[0]
         lines += [

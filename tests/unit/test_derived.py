@@ -74,3 +74,20 @@ def test_a_profile_collects_the_metrics_its_formulas_read():
         derived=("ratio=dram__bytes_read.sum / sm__cycles_active.max",),
     )
     assert spec.collected() == ("sm__cycles_active.max", "dram__bytes_read.sum")
+
+
+def test_the_text_and_markdown_reports_show_requested_and_derived_metrics():
+    from profsvc.metrics.catalog import load_catalog
+    from profsvc.report.markdown import render_markdown
+    from profsvc.report.text import render_kernel
+    from profsvc_contract.models import ProfileResult
+
+    analysis = analyze_report(
+        FIXTURES / "seed47_full.ncu-rep", metrics=["dram__bytes_read.sum"], derived=["twice=dram__bytes_read.sum * 2"]
+    )
+    kernel = analysis.kernels[0]
+    # 38,400 bytes on ncu's raw page: 38.4 kB, and twice that.
+    lines = render_kernel(kernel, load_catalog())
+    assert "dram__bytes_read.sum: 38.4 kB" in lines and "twice: 76,800" in lines
+    markdown = render_markdown(ProfileResult(ok=True, kernels=[kernel]))
+    assert "| `dram__bytes_read.sum` | 38.4 kB |" in markdown and "| `twice` |" in markdown
