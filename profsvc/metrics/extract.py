@@ -52,9 +52,10 @@ OCCUPANCY_LIMITERS = (
 def numeric(action: Any, name: str) -> float | None:
     """The value of one ncu metric as a float, None when absent or not numeric."""
     metric = action.metric_by_name(name)
-    if metric is None:
-        return None
-    value = metric.value()
+    return None if metric is None else _number(metric.value())
+
+
+def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
@@ -111,7 +112,10 @@ def requested_metrics(action: Any, names: Sequence[str]) -> dict[str, FigureValu
     found: dict[str, FigureValue] = {}
     for name in names:
         metric = action.metric_by_name(name)
-        found[name] = FigureValue(value=numeric(action, name), unit=str(metric.unit()) if metric is not None else "")
+        if metric is None:
+            found[name] = FigureValue(value=None, unit="")
+        else:
+            found[name] = FigureValue(value=_number(metric.value()), unit=str(metric.unit()))
     return found
 
 
