@@ -38,7 +38,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -138,11 +138,17 @@ class Problem:
     metric_set: str = ""
     tags: Mapping[str, str] = field(default_factory=dict)
     task: str = "profile"
+    # ncu metrics to report besides the catalog's, and derived ones (NAME=FORMULA): a column each.
+    metrics: tuple[str, ...] = ()
+    derived: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
-        """What makes a problem the same on a rerun: relative path, content, metric set, kernel filter, task."""
+        """What makes a problem the same on a rerun: relative path, content, metric set, kernel filter, task,
+        the metrics asked for."""
         parts = [self.name, self.digest, self.metric_set, self.kernel_regex]
+        if self.metrics or self.derived:
+            parts += [*self.metrics, "|", *self.derived]
         # A profile's key is the one checkpoints held before tasks existed: they still resume.
         identity = json.dumps(parts if self.task == "profile" else [*parts, self.task])
         return hashlib.sha256(identity.encode()).hexdigest()
@@ -253,10 +259,19 @@ def _manifest_entry(manifest: Path, number: int, line: str, kernel_regex: str, m
     )
 
 
-def discover(source: Path, *, kernel_regex: str = "", metric_set: str = "", task: str = "profile") -> list[Problem]:
+def discover(
+    source: Path,
+    *,
+    kernel_regex: str = "",
+    metric_set: str = "",
+    task: str = "profile",
+    metrics: Sequence[str] = (),
+    derived: Sequence[str] = (),
+) -> list[Problem]:
     """The problems of a directory or a JSONL manifest; --kernel, --metric-set and --task are the defaults.
 
-    `task` applies to source files (profile or lint); a .ncu-rep is always analyzed.
+    `task` applies to source files (profile or lint); a .ncu-rep is always analyzed. `metrics` and `derived`
+    (--metric, --derived) apply to every profile and analyze.
     """
     if task not in ("profile", "lint"):
         raise errors.InvalidRequest(f"--task is profile or lint, not {task!r} (a .ncu-rep is analyzed by itself)")
@@ -276,6 +291,10 @@ def discover(source: Path, *, kernel_regex: str = "", metric_set: str = "", task
         raise errors.InvalidRequest(f"{source} is neither a directory of problems nor a JSONL manifest")
     if not problems:
         raise errors.InvalidRequest(f"no problems in {source} (*.py, *.cu or *.ncu-rep files, or manifest lines)")
+    if metrics or derived:
+        problems = [
+            replace(p, metrics=tuple(metrics), derived=tuple(derived)) if p.task != "lint" else p for p in problems
+        ]
     seen: dict[str, str] = {}
     for problem in problems:
         if problem.key in seen:
@@ -319,11 +338,17 @@ def run_task(client: ProfilerClient, problem: Problem, content: bytes) -> Proble
     """Do one problem's task on the server, the file's content given (read where the batch runs)."""
     kernel_filter = KernelFilter(name_regex=problem.kernel_regex)
     if problem.task == "analyze":
-        return client.analyze(content, kernel_filter=kernel_filter)
+        return client.analyze(content, kernel_filter=kernel_filter, metrics=problem.metrics, derived=problem.derived)
     source = KernelSource(main=SourceFile(name=Path(problem.name).name, content=content))
     if problem.task == "lint":
         return client.static_check(source)
-    return client.profile(source, kernel_filter=kernel_filter, metric_set=problem.metric_set)
+    return client.profile(
+        source,
+        kernel_filter=kernel_filter,
+        metric_set=problem.metric_set,
+        metrics=problem.metrics,
+        derived=problem.derived,
+    )
 
 
 def profile_with(client: ProfilerClient) -> ProfileFn:
@@ -367,12 +392,13 @@ def record_of(
         record["ncu_version"] = result.ncu.version
         for kernel in result.kernels:
             record["units"].update({name: figure.unit for name, figure in kernel.figures.items()})
+            record["units"].update({name: metric.unit for name, metric in kernel.metrics.items()})
             record["kernels"].append(
                 {
                     "kernel": kernel.name,
                     "launch_index": kernel.launch_index,
                     "nvtx": [stack.model_dump() for stack in kernel.nvtx],
-                    "figures": {name: figure.value for name, figure in kernel.figures.items()},
+                    "figures": {name: figure.value for name, figure in {**kernel.figures, **kernel.metrics}.items()},
                 }
             )
     return record

@@ -241,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--out", type=Path, required=True, help="the parquet to write (checkpoint: OUT.partial.jsonl)")
     batch.add_argument("--concurrency", type=int, default=4, help="problems in flight at once (default 4)")
     batch.add_argument("--metric-set", default="", help="metric set for problems that name none")
+    _add_metrics(batch)
     batch.add_argument("--kernel", default="", help="kernel name regex for problems that name none")
     batch.add_argument(
         "--task", choices=("profile", "lint"), default="profile", help="for *.py / *.cu (a .ncu-rep is analyzed)"
@@ -462,7 +463,14 @@ def _dask_module(name: str) -> Any:
 def _batch(args: argparse.Namespace) -> int:
     from profsvc_client.batch import discover, profile_with, run_batch, run_command
 
-    problems = discover(args.input, kernel_regex=args.kernel, metric_set=args.metric_set, task=args.task)
+    problems = discover(
+        args.input,
+        kernel_regex=args.kernel,
+        metric_set=args.metric_set,
+        task=args.task,
+        metrics=args.metrics,
+        derived=args.derived,
+    )
     if not args.cluster:
         if args.gpus is not None:
             raise errors.InvalidRequest("--gpus goes with --cluster local")

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from profsvc.config import Limits
 from profsvc.kinds import Verb, kind_of
+from profsvc.metrics.catalog import load_catalog
 from profsvc.metrics.derived import METRIC_NAME, parse_derived
 from profsvc.ncu.metric_sets import MetricSetSpec, metric_sets, resolve
 from profsvc.scheduler.jobs import SourceSpec
@@ -179,8 +180,8 @@ def validate_metrics(names: Sequence[str]) -> tuple[str, ...]:
 
 
 def validate_derived(texts: Sequence[str], metrics: Sequence[str]) -> tuple[str, ...]:
-    """The derived metrics a request defines (NAME=FORMULA), each parsed, names distinct from each other and from
-    the metrics it names."""
+    """The derived metrics a request defines (NAME=FORMULA), each parsed, names distinct from each other, from
+    the metrics it names and from the catalog's figures (a batch's columns hold all three)."""
     if len(texts) > MAX_DERIVED:
         raise InvalidRequest(f"{len(texts)} derived metrics: at most {MAX_DERIVED} per request", Reason.BAD_ARGUMENT)
     names: set[str] = set(metrics)
@@ -192,6 +193,8 @@ def validate_derived(texts: Sequence[str], metrics: Sequence[str]) -> tuple[str,
             raise InvalidRequest(str(error), Reason.BAD_ARGUMENT) from None
         if derived.name in names:
             raise InvalidRequest(f"{derived.name!r} is named twice", Reason.BAD_ARGUMENT)
+        if derived.name in load_catalog().entries:
+            raise InvalidRequest(f"{derived.name!r} is a catalog figure's name: choose another", Reason.BAD_ARGUMENT)
         names.add(derived.name)
     return tuple(texts)
 

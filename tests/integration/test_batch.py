@@ -281,3 +281,28 @@ def test_several_servers_make_one_round_robin_channel(served):
         assert client.target == f"ipv4:127.0.0.1:1,127.0.0.1:{port}"
         for _ in range(4):
             assert client.capabilities().server_version
+
+
+def test_a_batch_of_reports_gets_a_column_for_each_metric_asked_for(served, tmp_path):
+    import csv
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    shutil.copy(FIXTURES / "seed47_full.ncu-rep", reports / "seed47_full.ncu-rep")
+    shutil.copy(FIXTURES / "big_full.ncu-rep", reports / "big_full.ncu-rep")
+    out = tmp_path / "metrics.parquet"
+    asked = ["--metric", "dram__bytes_read.sum", "--derived", "twice_read=dram__bytes_read.sum * 2"]
+    done = run_cli("batch", reports, "--out", out, "--server", served, *asked)
+    assert done.returncode == 0, done.stderr
+    frame = read_results(out)
+    assert frame.attrs["units"]["dram__bytes_read.sum"] == "byte" and frame.attrs["units"]["twice_read"] == ""
+    for stem in ("seed47_full", "big_full"):
+        # ncu's own raw page of each report: the value the column must hold.
+        names, _, values = list(csv.reader((FIXTURES / f"{stem}_raw.csv").open()))[:3]
+        raw = float(values[names.index("dram__bytes_read.sum")].replace(",", ""))
+        row = frame[frame["problem"] == f"{stem}.ncu-rep"].iloc[0]
+        assert row["dram__bytes_read.sum"] == pytest.approx(raw, rel=5e-3)
+        assert row["twice_read"] == pytest.approx(2 * raw, rel=5e-3)
+    # Without --metric and --derived, no such columns.
+    again = run_cli("batch", reports, "--out", tmp_path / "plain.parquet", "--server", served)
+    assert again.returncode == 0 and "dram__bytes_read.sum" not in read_results(tmp_path / "plain.parquet")

@@ -165,6 +165,7 @@ def test_derived_metrics_are_parsed_and_their_names_kept_apart():
         (("bw=dram__bytes_read.sum", "bw=gpu__time_duration.sum"), (), "named twice"),
         (("bw=dram__bytes_read.sum +",), (), "cannot parse"),
         (("bw=1",), (), "names no ncu metric"),
+        (("duration=gpu__time_duration.sum",), (), "catalog figure"),
         ((f"m{i}=dram__bytes_read.sum" for i in range(100)), (), "at most"),
     ]:
         with pytest.raises(InvalidRequest, match=why) as caught:
