@@ -131,11 +131,12 @@ class AsyncProfilerClient(_Connection):
         metric_set: str = "",
         metrics: Sequence[str] = (),
         derived: Sequence[str] = (),
+        html_report: bool = False,
         session_id: str = "",
         on_progress: ProgressCallback | None = None,
     ) -> ProfileResult:
         """Profile under ncu; `on_progress` (plain or async) sees each progress event."""
-        request = profile_request(source, kernel_filter, metric_set, session_id, metrics, derived)
+        request = profile_request(source, kernel_filter, metric_set, session_id, metrics, derived, html_report)
         return await self._stream(self._stub.Profile, request, ProfileResult, on_progress)
 
     async def evaluate(
@@ -160,12 +161,13 @@ class AsyncProfilerClient(_Connection):
         session_id: str = "",
         metrics: Sequence[str] = (),
         derived: Sequence[str] = (),
+        html_report: bool = False,
     ) -> ProfileResult:
         """Analyze an existing .ncu-rep (a path or its bytes) on the server."""
         # The pieces are made again for each try: a stream is not replayed.
         reply = await self._unary(
             lambda _, **options: self._stub.Analyze(
-                analyze_requests(report, kernel_filter, session_id, metrics, derived), **options
+                analyze_requests(report, kernel_filter, session_id, metrics, derived, html_report), **options
             ),
             None,
         )

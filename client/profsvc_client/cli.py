@@ -545,6 +545,7 @@ def run(args: argparse.Namespace) -> int:
                 session_id=args.session,
                 metrics=args.metrics,
                 derived=args.derived,
+                html_report=args.out is not None,
             )
             return _emit_result(result, args, client)
         progress = ProgressLine()
@@ -555,6 +556,7 @@ def run(args: argparse.Namespace) -> int:
                 metric_set=args.metric_set,
                 metrics=args.metrics,
                 derived=args.derived,
+                html_report=args.out is not None,
                 session_id=args.session,
                 on_progress=progress,
             )

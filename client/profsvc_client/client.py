@@ -154,6 +154,7 @@ def profile_request(
     session_id: str,
     metrics: Sequence[str] = (),
     derived: Sequence[str] = (),
+    html_report: bool = False,
 ) -> pb.ProfileRequest:
     """The ProfileRequest for these arguments (shared by the sync and asyncio clients)."""
     return pb.ProfileRequest(
@@ -163,6 +164,7 @@ def profile_request(
         session_id=session_id,
         metrics=list(metrics),
         derived=list(derived),
+        html_report=html_report,
     )
 
 
@@ -221,6 +223,7 @@ def analyze_requests(
     session_id: str,
     metrics: Sequence[str] = (),
     derived: Sequence[str] = (),
+    html_report: bool = False,
 ) -> Iterator[pb.AnalyzeRequest]:
     """The Analyze upload for a report given as a path or as its bytes: a first message naming the file, its size
     and the options, then the file in pieces of UPLOAD_CHUNK_BYTES (a file is read one piece at a time)."""
@@ -243,6 +246,7 @@ def analyze_requests(
         session_id=session_id,
         metrics=list(metrics),
         derived=list(derived),
+        html_report=html_report,
     )
     return _upload(first, pieces)
 
@@ -376,6 +380,7 @@ class ProfilerClient(_Connection):
         metric_set: str = "",
         metrics: Sequence[str] = (),
         derived: Sequence[str] = (),
+        html_report: bool = False,
         session_id: str = "",
         on_progress: Callable[[Progress], None] | None = None,
     ) -> ProfileResult:
@@ -383,7 +388,7 @@ class ProfilerClient(_Connection):
 
         With a `session_id`, the result carries a delta table against the session's previous result.
         """
-        request = profile_request(source, kernel_filter, metric_set, session_id, metrics, derived)
+        request = profile_request(source, kernel_filter, metric_set, session_id, metrics, derived, html_report)
         return self._stream(self._stub.Profile, request, ProfileResult, on_progress)
 
     def _stream(
@@ -465,12 +470,13 @@ class ProfilerClient(_Connection):
         session_id: str = "",
         metrics: Sequence[str] = (),
         derived: Sequence[str] = (),
+        html_report: bool = False,
     ) -> ProfileResult:
         """Analyze an existing .ncu-rep (a path or its bytes) on the server (a session adds a delta table)."""
         # The pieces are made again for each try: a stream is not replayed.
         reply = self._unary(
             lambda _, **options: self._stub.Analyze(
-                analyze_requests(report, kernel_filter, session_id, metrics, derived), **options
+                analyze_requests(report, kernel_filter, session_id, metrics, derived, html_report), **options
             ),
             None,
         )

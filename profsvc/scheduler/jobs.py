@@ -50,6 +50,8 @@ class ProfileSpec:
     # ncu metrics to collect besides the set's, by name, and derived ones (NAME=FORMULA) over ncu metrics.
     metrics: tuple[str, ...] = ()
     derived: tuple[str, ...] = ()
+    # Also write the HTML report (a few MB: asked for, not written for every result).
+    html_report: bool = False
 
     def collected(self) -> tuple[str, ...]:
         """Every ncu metric to collect besides the set's: those named, and those the formulas read."""

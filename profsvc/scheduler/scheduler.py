@@ -555,7 +555,8 @@ class Scheduler:
 
     async def profile(self, spec: ProfileSpec, progress: ProgressSink | None = None) -> ProfileResult:
         """Build, run under ncu, read the report; with a session, add the delta against its last result."""
-        return await self._with_html(self._with_session(await self._profile(spec, progress), spec.session))
+        result = self._with_session(await self._profile(spec, progress), spec.session)
+        return await self._with_html(result) if spec.html_report else result
 
     async def _with_html(self, result: ProfileResult) -> ProfileResult:
         """The result's HTML report as an artifact, where it has kernels (rendered off the event loop)."""
@@ -728,9 +729,12 @@ class Scheduler:
         session: SessionKey | None = None,
         metrics: Sequence[str] = (),
         derived: Sequence[str] = (),
+        *,
+        html_report: bool = False,
     ) -> ProfileResult:
         """Read an uploaded report (the file `upload`, moved into the job's workspace); `metrics`: ncu metrics to
-        report besides the catalog's; `derived`: NAME=FORMULA metrics over ncu metrics."""
+        report besides the catalog's; `derived`: NAME=FORMULA metrics over ncu metrics; `html_report`: also write
+        report.html."""
         async with self._admit(progress) as job:
             # Stored under the user's own file name, so that what the reader says of it names their file; in a
             # folder of its own, apart from the charts written beside the job.
@@ -754,7 +758,8 @@ class Scheduler:
             )
             if not result.ok:
                 result.error = JobError(kind="no_kernels_profiled", stage=Stage.PARSING, message=analysis.warnings[0])
-            return await self._with_html(self._with_session(self._finish(result), session))
+            result = self._with_session(self._finish(result), session)
+            return await self._with_html(result) if html_report else result
 
     def _charts(self, job: _Job) -> list[ArtifactRef]:
         """The roofline charts the analyze worker drew, as artifacts."""

@@ -176,6 +176,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
                 metric_set=validate_metric_set(request.metric_set),
                 metrics=validate_metrics(request.metrics),
                 derived=validate_derived(request.derived, request.metrics),
+                html_report=request.html_report,
                 session=self._session(context, request.session_id),
             )
             return await self.scheduler.profile(spec, progress)
@@ -263,7 +264,9 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
             derived = validate_derived(first.derived, metrics)
             session = self._session(context, first.session_id)
             async with self.uploads.receive(first, requests) as upload:
-                result = await self.scheduler.analyze(upload, filename, kernel_filter, None, session, metrics, derived)
+                result = await self.scheduler.analyze(
+                    upload, filename, kernel_filter, None, session, metrics, derived, html_report=first.html_report
+                )
             return pb.AnalyzeResponse(result=to_proto(result, pb.ProfileResult))
 
         return await self._guard(context, "Analyze", call)

@@ -27,7 +27,7 @@ def _browser(*args: str) -> subprocess.CompletedProcess[str]:
 def test_the_report_opens_draws_its_charts_and_shows_the_results_figures(client, tmp_path):
     session = "html-report"
     client.analyze(FIXTURES / "seed47_full.ncu-rep", session_id=session)
-    result = client.analyze(FIXTURES / "seed47_lineinfo.ncu-rep", session_id=session)
+    result = client.analyze(FIXTURES / "seed47_lineinfo.ncu-rep", session_id=session, html_report=True)
     (artifact,) = [a for a in result.artifacts if a.name == "report.html"]
     assert artifact.content_type == "text/html"
     page = client.download_artifact(artifact.id, tmp_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -19,10 +20,10 @@ def _run(*argv: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_the_client_alone_installs_and_talks_to_a_server(served, tmp_path):
     venv = tmp_path / "laptop"
     assert _run(sys.executable, "-m", "venv", venv, cwd=tmp_path).returncode == 0
-    # As the README says: pip install ./contract ./client
-    installed = _run(
-        venv / "bin" / "python", "-m", "pip", "install", "-q", ROOT / "contract", ROOT / "client", cwd=tmp_path
-    )
+    # As the README says: pip install ./contract ./client (from a copy: a build leaves folders beside the sources)
+    for package in ("contract", "client"):
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    installed = _run(venv / "bin" / "python", "-m", "pip", "install", "-q", "./contract", "./client", cwd=tmp_path)
     assert installed.returncode == 0, installed.stderr[-2000:]
     profsvc = venv / "bin" / "profsvc"
 

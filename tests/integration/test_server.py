@@ -314,6 +314,8 @@ def test_cli_analyze_against_profsvc_serve(served, tmp_path):
     duration = result["kernels"][0]["figures"]["duration"]
     assert duration == {"value": 539968.0, "unit": "ns"}
     assert json.loads((tmp_path / "result.json").read_text()) == result
+    # --out asks for the HTML report too, and saves it with the rest.
+    assert (tmp_path / "report.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 
 
 @no_gpu_only
@@ -417,7 +419,7 @@ def test_analyze_carries_hints_and_a_roofline_chart(client, tmp_path):
     assert kernel.roofline.bound == "dram"
     assert result.aggregate.launches == 1 and result.aggregate.kernels[0].share_pct == 100.0
     charts = {a.name: a for a in result.artifacts}
-    assert set(charts) == {"roofline.png", "roofline.svg", "report.html"}
+    assert set(charts) == {"roofline.png", "roofline.svg"}  # the HTML report only when asked for
     png = client.download_artifact(charts["roofline.png"].id, tmp_path)
     assert png.read_bytes().startswith(b"\x89PNG")
     svg = client.download_artifact(charts["roofline.svg"].id, tmp_path).read_text()

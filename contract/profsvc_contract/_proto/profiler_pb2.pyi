@@ -220,20 +220,22 @@ class CompileResponse(_message.Message):
     def __init__(self, result: _Optional[_Union[CompileResult, _Mapping]] = ...) -> None: ...
 
 class ProfileRequest(_message.Message):
-    __slots__ = ("source", "filter", "metric_set", "session_id", "metrics", "derived")
+    __slots__ = ("source", "filter", "metric_set", "session_id", "metrics", "derived", "html_report")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     METRIC_SET_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     DERIVED_FIELD_NUMBER: _ClassVar[int]
+    HTML_REPORT_FIELD_NUMBER: _ClassVar[int]
     source: KernelSource
     filter: KernelFilter
     metric_set: str
     session_id: str
     metrics: _containers.RepeatedScalarFieldContainer[str]
     derived: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., filter: _Optional[_Union[KernelFilter, _Mapping]] = ..., metric_set: _Optional[str] = ..., session_id: _Optional[str] = ..., metrics: _Optional[_Iterable[str]] = ..., derived: _Optional[_Iterable[str]] = ...) -> None: ...
+    html_report: bool
+    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., filter: _Optional[_Union[KernelFilter, _Mapping]] = ..., metric_set: _Optional[str] = ..., session_id: _Optional[str] = ..., metrics: _Optional[_Iterable[str]] = ..., derived: _Optional[_Iterable[str]] = ..., html_report: _Optional[bool] = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ("stage", "message", "passes", "kernel_index", "elapsed_seconds", "queue_position")
@@ -594,7 +596,7 @@ class ProfileResult(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., job_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., kernels: _Optional[_Iterable[_Union[KernelResult, _Mapping]]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., ncu: _Optional[_Union[NcuRun, _Mapping]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., report_text: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., aggregate: _Optional[_Union[Aggregate, _Mapping]] = ..., delta: _Optional[_Iterable[_Union[DeltaRow, _Mapping]]] = ..., session_id: _Optional[str] = ..., target: _Optional[str] = ..., timings: _Optional[_Mapping[str, float]] = ..., report_markdown: _Optional[str] = ...) -> None: ...
 
 class AnalyzeRequest(_message.Message):
-    __slots__ = ("chunk", "filename", "filter", "session_id", "size", "metrics", "derived")
+    __slots__ = ("chunk", "filename", "filter", "session_id", "size", "metrics", "derived", "html_report")
     CHUNK_FIELD_NUMBER: _ClassVar[int]
     FILENAME_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
@@ -602,6 +604,7 @@ class AnalyzeRequest(_message.Message):
     SIZE_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     DERIVED_FIELD_NUMBER: _ClassVar[int]
+    HTML_REPORT_FIELD_NUMBER: _ClassVar[int]
     chunk: bytes
     filename: str
     filter: KernelFilter
@@ -609,7 +612,8 @@ class AnalyzeRequest(_message.Message):
     size: int
     metrics: _containers.RepeatedScalarFieldContainer[str]
     derived: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, chunk: _Optional[bytes] = ..., filename: _Optional[str] = ..., filter: _Optional[_Union[KernelFilter, _Mapping]] = ..., session_id: _Optional[str] = ..., size: _Optional[int] = ..., metrics: _Optional[_Iterable[str]] = ..., derived: _Optional[_Iterable[str]] = ...) -> None: ...
+    html_report: bool
+    def __init__(self, chunk: _Optional[bytes] = ..., filename: _Optional[str] = ..., filter: _Optional[_Union[KernelFilter, _Mapping]] = ..., session_id: _Optional[str] = ..., size: _Optional[int] = ..., metrics: _Optional[_Iterable[str]] = ..., derived: _Optional[_Iterable[str]] = ..., html_report: _Optional[bool] = ...) -> None: ...
 
 class AnalyzeResponse(_message.Message):
     __slots__ = ("result",)
