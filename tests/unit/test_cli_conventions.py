@@ -90,3 +90,14 @@ def test_the_metric_set_help_names_the_sets_the_server_ships():
     help_text = next(a.help for a in profile._actions if "--metric-set" in a.option_strings)
     listed = help_text.split(" (")[0].replace(" or ", ", ").split(", ")
     assert sorted(listed) == sorted(shipped)
+
+
+def test_python_m_profsvc_still_runs_the_server_alone():
+    from profsvc import __version__
+
+    done = subprocess.run([sys.executable, "-m", "profsvc", "--version"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == f"profsvc {__version__}"
+    served = subprocess.run(
+        [sys.executable, "-m", "profsvc", "serve", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert served.returncode == 0 and "python -m profsvc serve" in served.stdout
