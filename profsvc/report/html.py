@@ -36,10 +36,6 @@ def _e(text: object) -> str:
     return html.escape(str(text))
 
 
-def _value(value: float | None, unit: str) -> str:
-    return format_value(value, unit) if value is not None else "n/a"
-
-
 def _kernel_title(kernel: KernelResult) -> str:
     return f"#{kernel.launch_index + 1} {kernel.name}"
 
@@ -48,7 +44,7 @@ def _kernels_table(result: ProfileResult) -> str:
     rows = []
     for kernel in result.kernels:
         duration = kernel.figures.get("duration")
-        shown = _value(duration.value, duration.unit) if duration else "n/a"
+        shown = format_value(duration.value, duration.unit) if duration else "n/a"
         top = kernel.hints[0].title if kernel.hints else ""
         rows.append(
             "<tr>"
@@ -86,7 +82,7 @@ def _roofline_figure(result: ProfileResult) -> str:
                 marker={"symbol": LEVEL_SYMBOLS[level], "size": 11},
                 text=[
                     f"{_e(_kernel_title(k))}<br>{level} intensity {i:.3g} FLOP/byte<br>"
-                    f"{_value(k.roofline.achieved_flop_per_s, 'FLOP/s')} ({_e(k.roofline.precision)})<br>"
+                    f"{format_value(k.roofline.achieved_flop_per_s, 'FLOP/s')} ({_e(k.roofline.precision)})<br>"
                     f"{_e(k.roofline.bound_label)}"
                     for k, i in points
                 ],
@@ -143,7 +139,7 @@ def _stalls_figure(kernel: KernelResult, index: int) -> str:
 
 def _hint(hint: Hint) -> str:
     origin = " [ncu]" if hint.origin == "ncu" else ""
-    evidence = ", ".join(f"{_e(e.figure)} {_e(_value(e.value, e.unit))}" for e in hint.evidence)
+    evidence = ", ".join(f"{_e(e.figure)} {_e(format_value(e.value, e.unit))}" for e in hint.evidence)
     parts = [
         f"<div class='hint'><b>[{_e(hint.severity)}] {_e(hint.title)}</b>{origin} "
         f"<span class='muted'>(estimated runtime reduction {hint.estimated_speedup_pct:.0f} %)</span>",
@@ -180,8 +176,8 @@ def _delta(rows: list[DeltaRow]) -> str:
     if not changed:
         return "<p>No figure changed beyond noise.</p>"
     body = "".join(
-        f"<tr><td>{_e(r.kernel)}</td><td>{_e(r.figure)}</td><td class='num'>{_e(_value(r.before, r.unit))}</td>"
-        f"<td class='num'>{_e(_value(r.after, r.unit))}</td>"
+        f"<tr><td>{_e(r.kernel)}</td><td>{_e(r.figure)}</td><td class='num'>{_e(format_value(r.before, r.unit))}</td>"
+        f"<td class='num'>{_e(format_value(r.after, r.unit))}</td>"
         f"<td class='num'>{'' if r.change_pct is None or math.isnan(r.change_pct) else f'{r.change_pct:+.1f} %'}</td>"
         f"<td>{_e(r.verdict)}</td></tr>"
         for r in changed

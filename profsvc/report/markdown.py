@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from profsvc.report.text import requested_value
 from profsvc_contract.models import EvaluateResult, KernelResult, ProfileResult
 from profsvc_contract.units import format_value
 
@@ -46,10 +47,7 @@ def _kernel_section(kernel: KernelResult) -> list[str]:
         lines.append("")
     if kernel.metrics:
         lines += ["| ncu metric requested | value |", "| --- | ---: |"]
-        lines += [
-            f"| `{name}` | {format_value(m.value, m.unit) if m.value is not None else 'no value'} |"
-            for name, m in kernel.metrics.items()
-        ]
+        lines += [f"| `{name}` | {requested_value(m)} |" for name, m in kernel.metrics.items()]
         lines.append("")
     if kernel.hotspots:
         hot = kernel.hotspots[0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from profsvc.metrics.analysis import aggregate_kernels
 from profsvc.metrics.catalog import Catalog, load_catalog
-from profsvc_contract.models import Aggregate, DeltaRow, KernelResult, ProfileResult, Roofline
+from profsvc_contract.models import Aggregate, DeltaRow, FigureValue, KernelResult, ProfileResult, Roofline
 from profsvc_contract.units import format_value
 
 # Report sections that list every figure of a catalog group: (title, catalog group).
@@ -216,14 +216,16 @@ def render_kernel(kernel: KernelResult, catalog: Catalog) -> list[str]:
     return lines
 
 
+def requested_value(metric: FigureValue) -> str:
+    """A requested or derived metric's value as reports show it ('no value' where the report lacks an input)."""
+    return format_value(metric.value, metric.unit) if metric.value is not None else "no value"
+
+
 def requested_lines(kernel: KernelResult) -> list[str]:
     """The ncu metrics the request named, as the report holds them."""
     if not kernel.metrics:
         return []
-    lines = ["--- ncu metrics requested ---"]
-    for name, metric in kernel.metrics.items():
-        lines.append(f"{name}: {format_value(metric.value, metric.unit) if metric.value is not None else 'no value'}")
-    return lines
+    return ["--- ncu metrics requested ---", *(f"{name}: {requested_value(m)}" for name, m in kernel.metrics.items())]
 
 
 def hint_lines(kernel: KernelResult) -> list[str]:
