@@ -31,13 +31,16 @@ export PROFSVC_STATE_DIR=/tmp/profsvc-state PROFSVC_SERVER_LOG="$out/server-$sta
   ncu --version | tail -1
   python3 -c "import sys, torch, grpc, google.protobuf as p; print(sys.version.split()[0], torch.__version__, grpc.__version__, p.__version__)"
 } >"$out/env.txt" 2>&1
+run_tests() {
+  python3 -m pytest -v -p no:cacheprovider "$@" 2>&1 | tee -a "$out/gpu-suite-$stage.txt" | grep -E "PASSED|FAILED|ERROR|passed|failed"
+}
 gpu_tests() {
-  python3 -m pytest -v -p no:cacheprovider -m gpu "$@" 2>&1 | tee -a "$out/gpu-suite-$stage.txt" | grep -E "PASSED|FAILED|ERROR|passed|failed"
+  run_tests -m gpu "$@"
 }
 case "$stage" in
   a)
     gpu_tests tests/gpu/test_profile_gpu.py tests/gpu/test_counters_gpu.py tests/gpu/test_faults_gpu.py "$@"
-    python3 -m pytest -v -p no:cacheprovider -m slow tests/security/test_jail.py 2>&1 | tee -a "$out/gpu-suite-$stage.txt" | grep -E "PASSED|FAILED|ERROR|passed|failed"
+    run_tests -m slow tests/security/test_jail.py
     ;;
   b)
     gpu_tests tests/gpu/test_agent_tools_gpu.py tests/gpu/test_verdict_gpu.py "$@"
@@ -63,8 +66,7 @@ case "$stage" in
     echo "nvtx_domains profile: exit $?"
     ;;
   tests)
-    python3 -m pytest -v -p no:cacheprovider --tb=short -rfE --timeout "${PROFSVC_TEST_TIMEOUT:-300}" "$@" 2>&1 \
-      | tee -a "$out/gpu-suite-$stage.txt" | grep -E "PASSED|FAILED|ERROR|passed|failed"
+    run_tests --tb=short -rfE --timeout "${PROFSVC_TEST_TIMEOUT:-300}" "$@"
     ;;
   exec)
     "$@" 2>&1 | tee -a "$out/exec.txt"

@@ -441,7 +441,6 @@ class ProgressBar:
 
         console = Console(file=stream or sys.stderr)
         self.enabled = console.is_terminal
-        self.total = total
         self.done = 0
         self.failed = 0
         self.start = time.monotonic()
@@ -476,7 +475,7 @@ class ProgressBar:
 
     def close(self) -> None:
         """Clear the bar's line."""
-        if self.enabled and self._progress.live.is_started:
+        if self._progress.live.is_started:
             self._progress.stop()
 
 

@@ -170,12 +170,13 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         """Stream progress events, then the result."""
 
         async def run(progress: ProgressSink) -> ProfileResult:
+            metrics = validate_metrics(request.metrics)
             spec = ProfileSpec(
                 source=self._source(request.source, Verb.PROFILE),
                 kernel_filter=validate_filter(_request_model(request.filter, KernelFilter), self.config.limits),
                 metric_set=validate_metric_set(request.metric_set),
-                metrics=validate_metrics(request.metrics),
-                derived=validate_derived(request.derived, request.metrics),
+                metrics=metrics,
+                derived=validate_derived(request.derived, metrics),
                 html_report=request.html_report,
                 session=self._session(context, request.session_id),
             )
