@@ -1,6 +1,6 @@
 """The agent loop as agents run it: back to back, new sources, several clients; and analyze under load.
 
-    python benchmarks/agent_loop.py --out DIR [--rounds 8] [--clients 8] [--skip NAME ...]
+    python benchmarks/agent_loop.py --out DIR [--rounds 8] [--clients 8] [--skip NAME ...] [--unjailed]
 
 Starts `profsvc serve` (warm workers, as deployed) and drives it with the Python client, with no pause
 between calls. Each pattern is timed from the client's view, per call kind: p50, p90, max (seconds).
@@ -14,6 +14,8 @@ between calls. Each pattern is timed from the client's view, per call kind: p50,
 - `baseline`: what an agent without profsvc pays per iteration, in the same run: a fresh process doing a
   KernelBench-style evaluation (import, torch's own load_inline build, 5 trials, 100 timed calls), then a
   plain `ncu --set full` of the candidate (benchmarks/plain_harness.py).
+
+`--unjailed` serves without the jail, for the jail's cost: the same patterns on the same host, jailed and not.
 
 The GPU patterns need a GPU host with ncu; `analyze` runs anywhere. Writes agent_loop.json and agent_loop.md.
 """
@@ -254,6 +256,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--skip", action="append", default=[], choices=PATTERNS)
+    parser.add_argument("--unjailed", action="store_true", help="serve without the jail")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="agent-loop-"))
@@ -261,8 +264,9 @@ def main() -> int:
         "samples": {},
         "errors": {},
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "jailed": not args.unjailed,
     }
-    server = Server(work, "served", warm=True)
+    server = Server(work, "served", warm=True, options=("--unjailed",) if args.unjailed else ())
     try:
         if not server.wait_ready(("compile",), timeout=240):
             raise SystemExit("the server did not come up: see " + str(work / "served.log"))
