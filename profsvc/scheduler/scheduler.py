@@ -49,6 +49,7 @@ from profsvc.scheduler.cells import Cells
 from profsvc.scheduler.compiled import CompiledSources
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
 from profsvc.scheduler.program_outcome import program_failure
+from profsvc.scheduler.readers import CALLER, ReaderPool
 from profsvc.scheduler.relay import Relay
 from profsvc.scheduler.sessions import SessionKey, SessionStore
 from profsvc.scheduler.warm_pool import StandbyPool, StandbySpec
@@ -71,6 +72,7 @@ from profsvc_contract.models import (
 
 HARNESS_MODULE = "profsvc.worker.harness"
 ANALYZE_MODULE = "profsvc.worker.analyze_report"
+READER_MODULE = "profsvc.worker.reader"
 BUILDER_MODULE = "profsvc.worker.builder"
 JUDGE_MODULE = "profsvc.worker.judge"
 # How long the candidate's process gets to exit once the judge is done.
@@ -155,6 +157,8 @@ class Scheduler:
         arch_list = torch_arch_list(config.cuda_arch or host.default_arch)
         self.builds = BuildService(self.index, self._run_builder, lambda: worker_environment(config.python, arch_list))
         self.compiled = CompiledSources()
+        # Started with the warm workers: a caller's reports then go to readers that stay (scheduler.readers).
+        self.readers: ReaderPool | None = None
         self.cells = Cells(
             config.state_dir / "cells",
             jail,
@@ -196,6 +200,12 @@ class Scheduler:
         self.standby.keep("compile", self._spec(HARNESS_MODULE, None, readonly=cache), depth=2)
         self.standby.keep("builder", self._spec(BUILDER_MODULE, None, readonly=cache))
         self.standby.keep("analyze", self._spec(ANALYZE_MODULE, None))
+        self.readers = ReaderPool(
+            self.config.state_dir / "readers",
+            self._spec(READER_MODULE, None),
+            own=self.jail.own if self.jail is not None else lambda _folder: None,
+            per_caller=self.config.compile_workers,
+        )
         for gpu in self._gpu_indices():
             # Not under ncu: this one may also start the GPU libraries a timing run needs (cuBLAS, CUPTI).
             # A check takes one of each; two of each let an agent's next call find them warm while the
@@ -215,6 +225,8 @@ class Scheduler:
         """Stop the glue headers' builder and the warm workers, and release the jail's cgroups."""
         await self.builds.close()
         await self.standby.close()
+        if self.readers is not None:
+            await self.readers.close()
         await close_jail(self.jail)
 
     def _gpu_indices(self) -> list[int]:
@@ -695,17 +707,18 @@ class Scheduler:
             command += ["--metrics", json.dumps(list(metrics)), "--derived", json.dumps(list(derived))]
             return [*command, "--source-map", json.dumps(source_map or {})]
 
-        async with (
-            self._analyze_slots,
-            self._timed("parse"),
-            self.cells.run(
-                "analyze",
-                argv,
-                files={f"report/{report.name}": report},
-                gpu=None,
-                timeout=ANALYZE_TIMEOUT_S,
-            ) as (process, cell),
-        ):
+        files = {f"report/{report.name}": report}
+        caller = CALLER.get()
+
+        def on_warm_worker() -> contextlib.AbstractAsyncContextManager[tuple[ProcessResult, Path]]:
+            return self.cells.run("analyze", argv, files=files, gpu=None, timeout=ANALYZE_TIMEOUT_S)
+
+        reading = (
+            self.readers.read(caller, files, argv, ANALYZE_TIMEOUT_S, on_warm_worker)
+            if caller is not None and self.readers is not None
+            else on_warm_worker()
+        )
+        async with self._analyze_slots, self._timed("parse"), reading as (process, cell):
             for name in CHART_NAMES:
                 if (cell / name).is_file() and not (cell / name).is_symlink():
                     shutil.move(cell / name, job.workspace / name)

@@ -18,6 +18,7 @@ from profsvc.metrics.catalog import load_catalog
 from profsvc.ncu.metric_sets import metric_sets
 from profsvc.scheduler.evaluation import benchmark, check_correctness, evaluate, static_check
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
+from profsvc.scheduler.readers import CALLER
 from profsvc.scheduler.scheduler import Scheduler
 from profsvc.scheduler.sessions import SessionKey
 from profsvc.server.auth import Authenticator
@@ -91,6 +92,8 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
 
     async def _guard(self, context: grpc.aio.ServicerContext, method: str, call: Callable[[], Awaitable[T]]) -> T:
         request_id = REQUEST_ID.get() or new_request_id()
+        # The caller's reports go to readers of its own (profsvc.scheduler.readers).
+        CALLER.set(self.authenticator.identity_of(context.invocation_metadata()))
         try:
             return await call()
         except (asyncio.CancelledError, grpc.aio.AbortError):
