@@ -90,7 +90,7 @@ _ANY_PYTHON_PROBLEM = SourceSpec(kind=SourceKind.PYTHON_PROBLEM, main_name="", m
 EXIT_UNREADABLE, EXIT_NO_READER = 3, 4
 
 
-class _Job:
+class Job:
     """Bookkeeping of one running job: its id, workspace, clock and progress sink."""
 
     def __init__(self, job_id: str, workspace: Path, progress: ProgressSink | None, timings: dict[str, float]) -> None:
@@ -139,7 +139,7 @@ class Scheduler:
         self.cache = BuildCache(config.cache_dir)
         self.workspaces = Workspaces(config.jobs_dir, keep=config.keep_jobs, keep_bytes=config.disk_budget_bytes)
         self._compile_slots = asyncio.Semaphore(config.compile_workers)
-        self._analyze_slots = asyncio.Semaphore(config.compile_workers)
+        self.analyze_slots = asyncio.Semaphore(config.compile_workers)
         self._free_gpus: asyncio.Queue[int] = asyncio.Queue()
         # Held by the job on a GPU, and by a warm ncu worker while it primes (scheduler.warm_pool).
         self._gpu_locks: dict[int, asyncio.Lock] = {}
@@ -175,8 +175,7 @@ class Scheduler:
         # A primed worker holds up every other ncu's kernels on its GPU while it waits (measured on one H200:
         # tools/ncu_lock_probe.sh). Whether that hold spans GPUs is not measured: with several GPUs, an idle
         # primed worker might hold up every other GPU's profiles, so only a one-GPU host primes.
-        self._prime_ncu_workers = config.ncu_warmup and len(host.gpus) == 1
-        self.compiled = CompiledSources()
+        self.prime_ncu_workers = config.ncu_warmup and len(host.gpus) == 1
 
     # ------------------------------------------------------------ warm workers
 
@@ -239,7 +238,7 @@ class Scheduler:
             options = self._warm_ncu_options(directory / REPORT_NAME)
             return ncu_command(self.host.ncu.path, options, self._worker_argv(HARNESS_MODULE, directory))
 
-        primed = self._prime_ncu_workers
+        primed = self.prime_ncu_workers
         return self.cells.spec(
             command,
             gpu,
@@ -259,7 +258,7 @@ class Scheduler:
 
         async with (
             self._compile_slots,
-            self._timed("build"),
+            self.timed("build"),
             self.cells.run(
                 "builder",
                 argv,
@@ -274,12 +273,14 @@ class Scheduler:
     # ------------------------------------------------------------ admission
 
     @contextlib.asynccontextmanager
-    async def _timed(self, stage: str) -> AsyncIterator[None]:
+    async def timed(self, stage: str) -> AsyncIterator[None]:
+        """Time a stage of the current job (telemetry), as an async context beside the others it is held with."""
         with self.telemetry.stage(stage):
             yield
 
     @contextlib.asynccontextmanager
-    async def _admit(self, progress: ProgressSink | None) -> AsyncIterator[_Job]:
+    async def admit(self, progress: ProgressSink | None) -> AsyncIterator[Job]:
+        """A queue place and a workspace for one job, given back (the workspace kept, then pruned) when it ends."""
         if self._admitted >= self.config.limits.queue_size:
             raise ResourceExhausted(
                 f"the server's queue is full ({self.config.limits.queue_size} jobs); try again later", Reason.QUEUE_FULL
@@ -290,7 +291,7 @@ class Scheduler:
             job_id, workspace = self.workspaces.create()
             try:
                 with collect_timings() as timings:
-                    job = _Job(job_id, workspace, progress, timings)
+                    job = Job(job_id, workspace, progress, timings)
                     job.progress(Stage.QUEUED, "accepted", queue_position=max(0, self._admitted - 1))
                     yield job
             finally:
@@ -300,7 +301,8 @@ class Scheduler:
             self.telemetry.queue_depth.set(self._admitted)
 
     @contextlib.asynccontextmanager
-    async def _gpu(self, job: _Job) -> AsyncIterator[int]:
+    async def gpu_lease(self, job: Job) -> AsyncIterator[int]:
+        """A free GPU's index, its lock held until the job gives it back: one job on a GPU at a time."""
         self._waiting_for_gpu += 1
         try:
             if self._free_gpus.empty():
@@ -343,26 +345,23 @@ class Scheduler:
 
     # ------------------------------------------------------------ builds
 
-    def _record_phases(self, stage: str, status: HarnessStatus) -> None:
+    def record_phases(self, stage: str, status: HarnessStatus) -> None:
         """Export the worker's phase timings as stages `stage:phase`: where a stage's time goes."""
         for phase, seconds in status.phase_seconds().items():
             self.telemetry.observe(f"{stage}:{phase}", seconds)
 
-    def _arch(self) -> str:
-        return self.config.cuda_arch or self.host.default_arch
-
-    async def _build(self, job: _Job, source: SourceSpec) -> Built:
+    async def build(self, job: Job, source: SourceSpec) -> Built:
         """Build the source as its kind does (profsvc.kinds); a compile error is a result."""
         job.progress(Stage.COMPILING, f"building {source.main_name}")
         built = await kind_named(source.kind).build(self.kinds, source)
         if built.status is not None:
-            self._record_phases("compile", built.status)
+            self.record_phases("compile", built.status)
         return built
 
     async def compile(self, source: SourceSpec, progress: ProgressSink | None = None) -> CompileResult:
         """Build a source; a compile error is a result."""
-        async with self._admit(progress) as job:
-            result = (await self._build(job, source)).compile
+        async with self.admit(progress) as job:
+            result = (await self.build(job, source)).compile
             return result.model_copy(update={"timings": dict(job.timings)})
 
     # ------------------------------------------------------------ correctness and timing
@@ -379,15 +378,15 @@ class Scheduler:
         candidate's process in another (profsvc.worker.judge); the judge's status is the answer.
         `own_kernel`: a call that launches no kernel of the candidate's own fails correctness."""
         self.require_gpu()
-        async with self._admit(progress) as job:
-            compiled = (await self._build(job, source)).compile
+        async with self.admit(progress) as job:
+            compiled = (await self.build(job, source)).compile
             if not compiled.ok:
                 return compiled, None
-            async with self._gpu(job) as gpu:
+            async with self.gpu_lease(job) as gpu:
                 job.progress(Stage.RUNNING, f"running {mode} on GPU {gpu}")
                 with self.telemetry.stage(mode):
                     status = await self._judged(source, mode, options, gpu, own_kernel)
-            self._record_phases(mode, status)
+            self.record_phases(mode, status)
             job.progress(Stage.DONE, "done")
             return compiled, status
 
@@ -501,7 +500,7 @@ class Scheduler:
         """The default options plus the warm worker's own kernel, profiled in its warm-up range before the job
         (where workers prime: scheduler.warm_pool)."""
         options = self._default_ncu_options(report)
-        if not self._prime_ncu_workers:
+        if not self.prime_ncu_workers:
             return options
         return dataclasses.replace(
             options,
@@ -510,7 +509,7 @@ class Scheduler:
         )
 
     async def _run_ncu(
-        self, job: _Job, gpu: int, options: NcuOptions, target: RunTarget, on_progress: Callable[[NcuProgress], None]
+        self, job: Job, gpu: int, options: NcuOptions, target: RunTarget, on_progress: Callable[[NcuProgress], None]
     ) -> NcuOutcome:
         """Run the target under ncu in a cell: on the GPU's warm worker when it may and the options are the
         default ones, else fresh. The report and the target's status file are moved out of the cell into the
@@ -523,7 +522,7 @@ class Scheduler:
             target.warm and options == self._default_ncu_options(options.export_path) and kind in self.standby.kinds()
         )
         # A primed worker's own kernel is ncu's first; the analysis leaves it out of the report's too.
-        parser = ProgressParser(on_progress, skip_kernels=1 if warm and self._prime_ncu_workers else 0)
+        parser = ProgressParser(on_progress, skip_kernels=1 if warm and self.prime_ncu_workers else 0)
         commands: list[list[str]] = []
 
         def fresh(argv: list[str], cell: Path) -> list[str]:
@@ -586,9 +585,9 @@ class Scheduler:
 
     async def _profile(self, spec: ProfileSpec, progress: ProgressSink | None) -> ProfileResult:
         self.require_profiling()
-        async with self._admit(progress) as job:
+        async with self.admit(progress) as job:
             source = spec.source
-            built = await self._build(job, source)
+            built = await self.build(job, source)
             result = ProfileResult(job_id=job.id, compile=built.compile)
             if self.jail is None:
                 result.warnings.append(UNJAILED)
@@ -598,7 +597,7 @@ class Scheduler:
             target = kind_named(source.kind).run_target(self.kinds, source, built)
             result.target = target.target
             options = self._ncu_options(spec, job.workspace / REPORT_NAME, target.default_nvtx)
-            async with self._gpu(job) as gpu:
+            async with self.gpu_lease(job) as gpu:
                 job.progress(Stage.RUNNING, f"running under ncu on GPU {gpu}")
 
                 def on_ncu(event: NcuProgress) -> None:
@@ -623,7 +622,7 @@ class Scheduler:
                     timed_out=outcome.timed_out,
                     output=outcome.output_tail,
                 )
-                self._record_phases("profile", status)
+                self.record_phases("profile", status)
                 # Extensions built lazily during the run: their lines too.
                 locations.update(source_map(status.builds, source.main_name))
                 result.warnings.extend(status.warnings)
@@ -679,7 +678,7 @@ class Scheduler:
 
     async def _analyze_file(
         self,
-        job: _Job,
+        job: Job,
         report: Path,
         kernel_filter: KernelFilter,
         source_map: dict[str, tuple[str, int]] | None = None,
@@ -696,8 +695,8 @@ class Scheduler:
             return [*command, "--source-map", json.dumps(source_map or {})]
 
         async with (
-            self._analyze_slots,
-            self._timed("parse"),
+            self.analyze_slots,
+            self.timed("parse"),
             self.cells.run(
                 "analyze",
                 argv,
@@ -735,7 +734,7 @@ class Scheduler:
         """Read an uploaded report (the file `upload`, moved into the job's workspace); `metrics`: ncu metrics to
         report besides the catalog's; `derived`: NAME=FORMULA metrics over ncu metrics; `html_report`: also write
         report.html."""
-        async with self._admit(progress) as job:
+        async with self.admit(progress) as job:
             # Stored under the user's own file name, so that what the reader says of it names their file; in a
             # folder of its own, apart from the charts written beside the job.
             path = job.workspace / "upload" / _upload_name(filename)
@@ -761,7 +760,7 @@ class Scheduler:
             result = self._with_session(self._finish(result), session)
             return await self._with_html(result) if html_report else result
 
-    def _charts(self, job: _Job) -> list[ArtifactRef]:
+    def _charts(self, job: Job) -> list[ArtifactRef]:
         """The roofline charts the analyze worker drew, as artifacts."""
         charts = [job.workspace / name for name in CHART_NAMES]
         return [self.workspaces.artifact(job.id, path) for path in charts if path.is_file()]
