@@ -10,6 +10,7 @@ from profsvc.report.static_text import render_static_check
 from profsvc.report.tool_text import render_benchmark_lines, render_correctness_lines
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
 from profsvc.scheduler.judging import run_checks
+from profsvc.scheduler.profiling import profile
 from profsvc.scheduler.scheduler import Scheduler
 from profsvc.scheduler.sessions import SessionKey
 from profsvc.staticcheck import Policy, check_source, make_policy
@@ -135,7 +136,7 @@ async def _evaluate(
         if status.benchmark is not None:
             result.benchmark = BenchmarkResult.model_validate({**status.benchmark, "compile": compiled})
     if result.correctness.ok and not skip_profile:
-        result.profile = await scheduler.profile(ProfileSpec(source=source, session=session), progress)
+        result.profile = await profile(scheduler, ProfileSpec(source=source, session=session), progress)
         result.sol_pct = sol_pct(result.profile) if result.profile.ok else None
         result.sol_definition = SOL_DEFINITION
     elif skip_profile:
