@@ -119,9 +119,9 @@ class ReaderPool:
         return reader
 
     async def _take(self, caller: str) -> _Reader | None:
-        """A free reader of the caller's. All busy: one more is started (up to `per_caller`) and the job waits
-        for whichever is free first; None for the caller's first job, which runs on a warm worker instead of
-        waiting for the start."""
+        """A free reader of the caller's. All busy: one more is started (up to `per_caller`, one at a time) and
+        the job waits for whichever is free first; None for the caller's first job, which runs on a warm worker
+        instead of waiting for the start."""
         readers = self._readers.setdefault(caller, [])
         free = self._free.setdefault(caller, asyncio.Condition())
         async with free:
@@ -131,23 +131,26 @@ class ReaderPool:
                 if idle is not None:
                     idle.busy = True
                     return idle
-                started = len(readers) + self._starting.get(caller, 0)
-                if started < self.per_caller:
+                # One start at a time: a job waits for a starting reader rather than start another beside it.
+                if not self._starting.get(caller, 0) and len(readers) < self.per_caller:
                     self._starting[caller] = self._starting.get(caller, 0) + 1
                     task = asyncio.create_task(self._add(caller))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
-                    if started == 0:
+                    if not readers:
                         return None
                 await free.wait()
 
     async def _add(self, caller: str) -> None:
         """Start a reader for the caller and offer it to the caller's waiting jobs."""
+        start = time.monotonic()
         try:
             reader = await self._start(caller)
         except OSError as error:
             log.warning("%s", error)
             reader = None
+        else:
+            log.info("a report reader for %s started in %.1f s", caller, time.monotonic() - start)
         finally:
             self._starting[caller] -= 1
         free = self._free[caller]
