@@ -93,9 +93,14 @@ def _roofline_figure(result: ProfileResult) -> str:
     if roofs and intensities:
         low, high = min(intensities) / 10, max(intensities) * 10
         xs = [low * (high / low) ** (i / 60) for i in range(61)]
-        for roof in {(r.precision, r.peak_flop_per_s, r.peak_dram_byte_per_s) for r in roofs}:
-            precision, peak, bandwidth = roof
-            assert peak is not None and bandwidth is not None
+        # One roof per precision: each kernel's peaks come from the clocks measured while it ran, which differ by a
+        # few percent between kernels unless ncu locks them; the ceiling is the highest of them.
+        ceilings: dict[str, tuple[float, float]] = {}
+        for r in roofs:
+            assert r.peak_flop_per_s is not None and r.peak_dram_byte_per_s is not None
+            peak, bandwidth = ceilings.get(r.precision, (0.0, 0.0))
+            ceilings[r.precision] = (max(peak, r.peak_flop_per_s), max(bandwidth, r.peak_dram_byte_per_s))
+        for precision, (peak, bandwidth) in ceilings.items():
             figure.add_trace(
                 go.Scatter(
                     x=xs,
