@@ -10,7 +10,8 @@ between calls. Each pattern is timed from the client's view, per call kind: p50,
   evaluate (correctness, timing and profile); the sources are the corpus's (tests/corpus, or the seed).
 - `clients`: `--clients` clients at once, each with its own source: evaluate then profile; the GPU lane's
   busy share of the wall time (the server's profsvc_gpu_busy_seconds over the run).
-- `analyze`: the seed's report, warm, one at a time (`--rounds` x 3), then 64 clients at once (reports/s).
+- `analyze`: the seed's report, warm, one at a time (`--rounds` x 3), then 64 clients at once (reports/s); then
+  the same on a server with `--readers-per-caller 0` (every report on a warm worker of its own), the baseline.
 - `baseline`: what an agent without profsvc pays per iteration, in the same run: a fresh process doing a
   KernelBench-style evaluation (import, torch's own load_inline build, 5 trials, 100 timed calls), then a
   plain `ncu --set full` of the candidate (benchmarks/plain_harness.py).
@@ -140,7 +141,8 @@ def bench_clients(server: Server, clients: int, results: dict[str, Any]) -> None
     }
 
 
-def bench_analyze(server: Server, rounds: int, results: dict[str, Any]) -> None:
+def bench_analyze(server: Server, rounds: int, results: dict[str, Any], key: str = "analyze") -> None:
+    """The seed's report one at a time, then from 64 clients at once; stored under `key`."""
     from profsvc_client.client import ProfilerClient
 
     sequential = []
@@ -158,15 +160,15 @@ def bench_analyze(server: Server, rounds: int, results: dict[str, Any]) -> None:
     with concurrent.futures.ThreadPoolExecutor(ANALYZE_CLIENTS) as pool:
         loaded = list(pool.map(one, range(ANALYZE_CLIENTS)))
     wall = time.monotonic() - start
-    results["analyze"] = {
+    results[key] = {
         "sequential": summary(sequential),
         "concurrent": summary(loaded),
         "clients": ANALYZE_CLIENTS,
         "reports_per_s": ANALYZE_CLIENTS / wall,
     }
     log(
-        f"analyze: p50 {results['analyze']['sequential'].get('p50', 0):.2f} s; "
-        f"{ANALYZE_CLIENTS} clients {results['analyze']['reports_per_s']:.2f} reports/s"
+        f"{key}: p50 {results[key]['sequential'].get('p50', 0):.2f} s; "
+        f"{ANALYZE_CLIENTS} clients {results[key]['reports_per_s']:.2f} reports/s"
     )
 
 
@@ -236,8 +238,11 @@ def table(results: dict[str, Any]) -> str:
     lines.append(row("baseline", "fresh process + plain ncu", results.get("baseline", {}).get("iteration"), ""))
     lines.append(row("clients", "evaluate", clients.get("evaluate"), ""))
     lines.append(row("clients", "profile", clients.get("profile"), ""))
+    before = results.get("analyze_baseline", {})
     lines.append(row("analyze", "one at a time, warm", analyze.get("sequential"), "p50 <= 0.3 s"))
     lines.append(row("analyze", f"{analyze.get('clients', 0)} clients", analyze.get("concurrent"), ""))
+    lines.append(row("analyze baseline", "one at a time, warm", before.get("sequential"), ""))
+    lines.append(row("analyze baseline", f"{before.get('clients', 0)} clients", before.get("concurrent"), ""))
     if clients:
         lines.append(
             f"\nGPU lane busy {clients['gpu_busy_share_pct']:.0f} % of {clients['wall_s']:.1f} s "
@@ -246,6 +251,11 @@ def table(results: dict[str, Any]) -> str:
     if analyze:
         lines.append(
             f"Analyze under {analyze['clients']} clients: {analyze['reports_per_s']:.2f} reports/s (target >= 5)."
+        )
+    if before:
+        lines.append(
+            f"Analyze baseline (`--readers-per-caller 0`: a warm worker per report) under {before['clients']} "
+            f"clients: {before['reports_per_s']:.2f} reports/s."
         )
     return "\n".join(lines)
 
@@ -266,7 +276,8 @@ def main() -> int:
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "jailed": not args.unjailed,
     }
-    server = Server(work, "served", warm=True, options=("--unjailed",) if args.unjailed else ())
+    jail = ("--unjailed",) if args.unjailed else ()
+    server = Server(work, "served", warm=True, options=jail)
     try:
         if not server.wait_ready(("compile",), timeout=240):
             raise SystemExit("the server did not come up: see " + str(work / "served.log"))
@@ -287,6 +298,17 @@ def main() -> int:
     finally:
         server.stop()
         shutil.copy(work / "served.log", args.out / "server.log")
+    if "analyze" not in args.skip:
+        # The same run's baseline: every report read on a warm worker of its own, as before readers stayed.
+        options = ("--readers-per-caller", "0", *jail)
+        baseline = Server(work, "served-no-readers", warm=True, options=options)
+        try:
+            if baseline.wait_ready(("compile",), timeout=240):
+                bench_analyze(baseline, args.rounds, results, key="analyze_baseline")
+        except Exception as error:  # recorded, as above
+            results["errors"]["analyze_baseline"] = f"{type(error).__name__}: {error}"
+        finally:
+            baseline.stop()
     if "baseline" not in args.skip:
         try:
             bench_baseline(work, max(2, args.rounds // 4), results)

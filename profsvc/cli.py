@@ -86,6 +86,13 @@ def add_serve(commands: argparse._SubParsersAction) -> Callable[[argparse.Namesp
         "--build-timeout", type=float, default=None, help="kill a build or a module's import after this many seconds"
     )
     serve.add_argument(
+        "--readers-per-caller",
+        type=int,
+        default=None,
+        metavar="N",
+        help="report readers kept per caller (default: one per CPU; 0: read every report on a fresh warm worker)",
+    )
+    serve.add_argument(
         "--no-ncu-warmup",
         action="store_true",
         help="warm ncu workers do not profile a kernel of their own before their job (README: ncu's first kernel)",
@@ -105,6 +112,8 @@ def run_serve(args: argparse.Namespace) -> int:
         options["disk_budget_bytes"] = args.disk_budget
     options["warm_workers"] = not args.no_warm_workers
     options["ncu_warmup"] = not args.no_ncu_warmup
+    if args.readers_per_caller is not None:
+        options["readers_per_caller"] = args.readers_per_caller
     if args.shutdown_grace is not None:
         options["shutdown_grace_s"] = args.shutdown_grace
     limits: dict[str, float] = {}

@@ -154,6 +154,12 @@ class ServerConfig(BaseModel):
     warm_workers: bool = Field(
         default=True, description="keep one worker of each kind started ahead of jobs (torch, CUDA context, ncu)"
     )
+    readers_per_caller: int | None = Field(
+        default=None,
+        ge=0,
+        description="report readers kept per caller identity (default: compile_workers; 0: every report on a warm "
+        "worker of its own)",
+    )
     ncu_warmup: bool = Field(
         default=True,
         description="on a one-GPU host, warm ncu workers profile a kernel of their own before their job",

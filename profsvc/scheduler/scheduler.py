@@ -143,12 +143,16 @@ class Scheduler:
         self.standby.keep("compile", self._spec(HARNESS_MODULE, None, readonly=cache), depth=2)
         self.standby.keep("builder", self._spec(BUILDER_MODULE, None, readonly=cache))
         self.standby.keep("analyze", self._spec(ANALYZE_MODULE, None))
-        self.readers = ReaderPool(
-            self.config.state_dir / "readers",
-            self._spec(READER_MODULE, None),
-            own=self.jail.own if self.jail is not None else lambda _folder: None,
-            per_caller=self.config.compile_workers,
-        )
+        per_caller = self.config.readers_per_caller
+        if per_caller is None:
+            per_caller = self.config.compile_workers
+        if per_caller:
+            self.readers = ReaderPool(
+                self.config.state_dir / "readers",
+                self._spec(READER_MODULE, None),
+                own=self.jail.own if self.jail is not None else lambda _folder: None,
+                per_caller=per_caller,
+            )
         for gpu in self._gpu_indices():
             # Not under ncu: this one may also start the GPU libraries a timing run needs (cuBLAS, CUPTI).
             # A check takes one of each; two of each let an agent's next call find them warm while the
