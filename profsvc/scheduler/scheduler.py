@@ -755,6 +755,7 @@ class Scheduler:
                 aggregate=analysis.aggregate,
                 warnings=analysis.warnings,
                 artifacts=self._charts(job),
+                ncu=NcuRun(version=analysis.ncu_version),
             )
             if not result.ok:
                 result.error = JobError(kind="no_kernels_profiled", stage=Stage.PARSING, message=analysis.warnings[0])

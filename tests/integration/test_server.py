@@ -40,6 +40,9 @@ def test_analyze_over_grpc_equals_the_reader(client, report):
     assert all(k.hints for k in result.kernels)
     assert result.device == direct.device
     assert "=== profsvc kernel profile ===" in result.report_text
+    # The ncu that wrote the report, as its session records it (the H200 host's, for every committed report).
+    assert result.ncu.version == "2025.3.1.0" and result.ncu.command == ""
+    assert "report written by ncu 2025.3.1.0" in result.report_text
 
 
 def test_analyze_filter_by_name(client):
