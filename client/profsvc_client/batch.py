@@ -68,7 +68,9 @@ GPU_TASKS = frozenset({"profile"})
 # The fixed columns, in order; figure columns follow in name order. `worker`: the Dask worker that ran the
 # problem ('' without --cluster); `findings`: the static check's findings as JSON ('[]' for other tasks);
 # `target`: what ran (a problem's "candidate" or "reference", or "program"); `nvtx`: the NVTX ranges the
-# launch ran under, as JSON (a list of {domain, push_pop, start_end}).
+# launch ran under, as JSON (a list of {domain, push_pop, start_end}); `metric_set`: the set ncu collected (the
+# server's default by name), as asked where ncu did not run; `server_version`, `host`: the server that answered;
+# `driver_version`: the NVIDIA driver a profile ran under ('' for a report analyzed, which does not record it).
 COLUMNS = (
     "problem",
     "task",
@@ -90,6 +92,8 @@ COLUMNS = (
     "compute_capability",
     "ncu_version",
     "server_version",
+    "driver_version",
+    "host",
 )
 # What a checkpoint line written before a column existed reads as.
 COLUMN_DEFAULTS = {
@@ -101,10 +105,12 @@ COLUMN_DEFAULTS = {
     "compute_capability": "",
     "ncu_version": "",
     "server_version": "",
+    "driver_version": "",
+    "host": "",
 }
 # The parquet's schema version (its metadata key PARQUET_SCHEMA_KEY): raised when a column is renamed, removed or
 # changes meaning.
-PARQUET_SCHEMA_VERSION = "1"
+PARQUET_SCHEMA_VERSION = "2"
 PARQUET_SCHEMA_KEY = b"profsvc_schema_version"
 FLOAT_COLUMNS = ("wall_seconds", "compile_seconds", "ncu_seconds")
 # Failures that say nothing about the problem itself: a rerun tries these problems again.
@@ -379,6 +385,8 @@ def record_of(
         "compute_capability": "",
         "ncu_version": "",
         "server_version": "",
+        "driver_version": "",
+        "host": "",
         "units": {},
         "kernels": [],
     }
@@ -390,6 +398,10 @@ def record_of(
         record["target"] = result.target
         record["device"], record["compute_capability"] = result.device.name, result.device.compute_capability
         record["ncu_version"] = result.ncu.version
+        record["metric_set"] = result.ncu.metric_set or problem.metric_set
+        record["server_version"], record["host"] = result.server.version, result.server.host
+        # The server's driver is not the one an analyzed report was captured under.
+        record["driver_version"] = result.server.driver_version if problem.needs_gpu else ""
         for kernel in result.kernels:
             record["units"].update({name: figure.unit for name, figure in kernel.figures.items()})
             record["units"].update({name: metric.unit for name, metric in kernel.metrics.items()})
@@ -568,7 +580,16 @@ class Checkpoint:
     def add(self, record: Mapping[str, Any]) -> None:
         """Append one finished problem."""
         assert self._sink is not None, "add() inside `with checkpoint:`"
-        record = {**record, "server_version": record.get("server_version") or self.server.server_version}
+        # A problem the server never answered (or a static check, which names no server) has the provenance of
+        # the server the batch asked for its capabilities.
+        server = self.server
+        record = {
+            **record,
+            "server_version": record.get("server_version") or server.server_version,
+            "host": record.get("host") or server.host,
+            "driver_version": record.get("driver_version")
+            or (server.driver_version if record["task"] in GPU_TASKS else ""),
+        }
         self._sink.write(json.dumps(record) + "\n")
         self._sink.flush()
         # A crash of the machine, not only of this process, must not lose a finished problem.

@@ -353,6 +353,7 @@ def _capabilities(capabilities: Capabilities, form: str) -> str:
     profiling = "yes" if capabilities.profiling_available else f"no ({capabilities.unavailable_reason})"
     rows = [
         ("server", capabilities.server_version),
+        ("host", capabilities.host or "unknown"),
         ("GPUs", "; ".join(gpus) or "none"),
         ("driver", capabilities.driver_version or "none"),
         ("ncu", capabilities.ncu_version or "none"),

@@ -119,6 +119,7 @@ class Capabilities(_Model):
     nvcc_version: str = ""
     isolation: str = ""
     figures: list[FigureInfo] = Field(default_factory=list)
+    host: str = ""
 
 
 class Diagnostic(_Model):
@@ -344,6 +345,8 @@ class NcuRun(_Model):
     command: str = ""
     passes: list[int] = Field(default_factory=list)
     seconds: float = 0.0
+    # The metric set ncu collected (the server's default named where the request named none).
+    metric_set: str = ""
 
 
 class JobError(_Model):
@@ -385,6 +388,14 @@ class DeltaRow(_Model):
     verdict: str = ""
 
 
+class ServerInfo(_Model):
+    """The server that answered a call: provenance for results kept apart from it."""
+
+    version: str = ""
+    host: str = ""
+    driver_version: str = ""
+
+
 class ProfileResult(_Model):
     """Result of Profile and Analyze."""
 
@@ -406,6 +417,7 @@ class ProfileResult(_Model):
     timings: dict[str, float] = Field(default_factory=dict)
     # The report in Markdown (the server renders it).
     report_markdown: str = ""
+    server: ServerInfo = Field(default_factory=ServerInfo)
 
 
 class StaticFinding(_Model):

@@ -37,7 +37,7 @@ from profsvc.ncu.command import (
     NcuOptions,
     ncu_command,
 )
-from profsvc.ncu.metric_sets import resolve
+from profsvc.ncu.metric_sets import default_set, resolve
 from profsvc.ncu.runner import NcuOutcome, NcuProgress, ProgressParser, ncu_outcome
 from profsvc.proc import ProcessResult
 from profsvc.report.delta import compute_delta
@@ -613,6 +613,7 @@ class Scheduler:
                 command=shlex.join(outcome.command),
                 passes=outcome.passes,
                 seconds=outcome.seconds,
+                metric_set=(spec.metric_set or default_set()).name,
             )
             locations = dict(target.locations)
             status: HarnessStatus | None = None

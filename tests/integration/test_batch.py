@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import socket
 import tomllib
 from importlib.metadata import version
 from pathlib import Path
@@ -29,7 +30,7 @@ from profsvc_client.batch import (
 )
 from profsvc_client.client import ProfilerClient, multi_address_target, service_config
 from profsvc_contract import errors
-from profsvc_contract.models import FigureValue, KernelResult, ProfileResult
+from profsvc_contract.models import Capabilities, FigureValue, KernelResult, NcuRun, ProfileResult, ServerInfo
 from tests.conftest import FIXTURES, HAS_GPU, run_cli
 
 ROOT = Path(__file__).parents[2]
@@ -184,7 +185,9 @@ def test_cli_batch_against_a_server_without_gpu(served, tmp_path):
     assert frame.attrs["units"] == {e["name"]: e["unit"] for e in entries}
     assert frame[[e["name"] for e in entries]].isna().all().all()
     assert set(frame["server_version"]) == {version("profsvc")} and set(frame["device"]) == {""}
-    assert pq.read_schema(out).metadata[b"profsvc_schema_version"] == b"1"
+    assert pq.read_schema(out).metadata[b"profsvc_schema_version"] == b"2"
+    # Provenance from the server's capabilities where it answered no result: its host; no driver on this machine.
+    assert set(frame["host"]) == {socket.gethostname()} and set(frame["driver_version"]) == {""}
     statuses = dict(zip(frame["problem"], frame["status"], strict=True))
     assert statuses == {"empty.py": "EMPTY_SOURCE", "level2/seed47.py": "NO_GPU", "saxpy.cu": "NO_GPU"}
     assert frame["error"].str.len().min() > 0 and frame["launch_index"].isna().all()
@@ -214,6 +217,37 @@ def test_each_rows_nvtx_ranges_and_target_from_real_reports(served, tmp_path):
         row = frame[frame["problem"] == f"{name}.ncu-rep"].iloc[0]
         assert json.loads(row["nvtx"]) == [{"domain": "", "push_pop": [pushed], "start_end": []}]
     assert set(frame["target"]) == {""}  # a report read: nothing ran
+    # Each row names the ncu that wrote its report (every committed one: the H200 host's 2025.3.1) and the server
+    # that read it; a report records no driver, and the reading server's is not the one it was captured under.
+    assert set(frame["ncu_version"]) == {"2025.3.1.0"} and set(frame["host"]) == {socket.gethostname()}
+    assert set(frame["driver_version"]) == {""}
+
+
+def test_each_row_carries_the_server_and_the_metric_set_that_answered(tmp_path):
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    for name in ("ran.py", "refused.py"):
+        (problems / name).write_text(f"# {name}\n")
+    shutil.copy(FIXTURES / "seed47_full.ncu-rep", problems / "read.ncu-rep")
+
+    def answer(problem: Problem) -> ProfileResult:
+        if problem.name == "refused.py":
+            raise errors.ServerUnavailable("no server answered")
+        # Two servers behind one channel: the row names the one that answered, not the one asked for capabilities.
+        served = ServerInfo(version="9.9", host="gpu-7", driver_version="580.65")
+        ran = NcuRun(version="2025.3.1.0", command="ncu ...", metric_set="" if problem.task == "analyze" else "default")
+        return ProfileResult(ok=True, kernels=[KernelResult(name="k")], server=served, ncu=ran)
+
+    asked = Capabilities(server_version="1.0", host="gpu-1", driver_version="570.10")
+    out = tmp_path / "r.parquet"
+    run_batch(discover(problems), out, answer, server=asked)
+    rows = read_results(out).set_index("problem")
+    columns = ["server_version", "host", "driver_version", "metric_set"]
+    assert rows.loc["ran.py", columns].tolist() == ["9.9", "gpu-7", "580.65", "default"]
+    # Never answered: the capabilities' server, and the metric set as asked ('' is the server's default).
+    assert rows.loc["refused.py", columns].tolist() == ["1.0", "gpu-1", "570.10", ""]
+    # A report read: the reading server's driver is not the one it was captured under.
+    assert rows.loc["read.ncu-rep", columns].tolist() == ["9.9", "gpu-7", "", ""]
 
 
 def test_cli_batch_bad_input_is_one_line(served, tmp_path):
