@@ -259,6 +259,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--task", choices=("profile", "lint"), default="profile", help="for *.py / *.cu (a .ncu-rep is analyzed)"
     )
     batch.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        metavar="NAME=V1,V2",
+        help="profile each Python problem with its module constant NAME set to each value (repeatable: the grid)",
+    )
+    batch.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="profile each problem N times, each a full ncu run: one row per repeat (column `repeat`)",
+    )
+    batch.add_argument(
         "--cluster", default="", help="run on a Dask cluster: its scheduler (tcp://HOST:8786) or 'local'"
     )
     batch.add_argument("--gpus", type=int, default=None, help="with --cluster local: GPUs to use (default all)")
@@ -466,6 +480,7 @@ def _dask_module(name: str) -> Any:
 
 def _batch(args: argparse.Namespace) -> int:
     from profsvc_client.batch import discover, profile_with, run_batch, run_command
+    from profsvc_client.sweep import parse_sweeps
 
     problems = discover(
         args.input,
@@ -474,6 +489,8 @@ def _batch(args: argparse.Namespace) -> int:
         task=args.task,
         metrics=args.metrics,
         derived=args.derived,
+        sweep=parse_sweeps(args.sweep),
+        repeats=args.repeat,
     )
     if not args.cluster:
         if args.gpus is not None:

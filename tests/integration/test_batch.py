@@ -340,3 +340,99 @@ def test_a_batch_of_reports_gets_a_column_for_each_metric_asked_for(served, tmp_
     # Without --metric and --derived, no such columns.
     again = run_cli("batch", reports, "--out", tmp_path / "plain.parquet", "--server", served)
     assert again.returncode == 0 and "dram__bytes_read.sum" not in read_results(tmp_path / "plain.parquet")
+
+
+SWEPT = """import torch
+
+batch_size = 16
+dim = 16384
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+class SweptProfiler(FakeProfiler):
+    """Reads back the constants each problem's file is sent with: its `duration` is dim, its `occupancy`
+    batch_size."""
+
+    def __call__(self, problem: Problem) -> ProfileResult:
+        self.calls.append(f"{problem.name} {dict(problem.params)} {problem.repeat}")
+        if len(self.calls) == self.stop_at:
+            raise KeyboardInterrupt
+        constants: dict = {}
+        exec(problem.content().decode().replace("import torch", ""), constants)
+        figures = {
+            "duration": FigureValue(value=float(constants["dim"]), unit="ns"),
+            "occupancy": FigureValue(value=float(constants["batch_size"]), unit="%"),
+        }
+        return ProfileResult(ok=True, kernels=[KernelResult(name="k", figures=figures)])
+
+
+def test_a_sweep_with_repeats_is_a_row_per_point_and_repeat_and_resumes(tmp_path):
+    (tmp_path / "problems").mkdir()
+    (tmp_path / "problems" / "p.py").write_text(SWEPT)
+    problems = discover(tmp_path / "problems", sweep={"dim": [1024, 4096], "batch_size": [8, 16]}, repeats=2)
+    out = tmp_path / "swept.parquet"
+    with pytest.raises(KeyboardInterrupt):
+        run_batch(problems, out, SweptProfiler(stop_at=4), concurrency=1)
+    again = SweptProfiler()
+    summary = run_batch(problems, out, again, concurrency=1)
+    # Three finished before the interruption; the other five, each grid point and repeat its own problem, now.
+    assert (summary.total, summary.resumed, summary.ok) == (8, 3, 8) and len(again.calls) == 5
+    frame = read_results(out)
+    assert list(frame.columns) == [*COLUMNS, "param_batch_size", "param_dim", "duration", "occupancy"]
+    assert str(frame["param_dim"].dtype) == "Int64" and str(frame["repeat"].dtype) == "Int64"
+    points = list(zip(frame["param_dim"], frame["param_batch_size"], frame["repeat"], strict=True))
+    assert points == [(dim, batch, repeat) for dim in (1024, 4096) for batch in (8, 16) for repeat in (0, 1)]
+    # What ran is what the row says: the file as sent held each point's values.
+    assert list(frame["duration"]) == list(frame["param_dim"].astype(float))
+    assert list(frame["occupancy"]) == list(frame["param_batch_size"].astype(float))
+    assert json.loads(frame["params"].iloc[0]) == {"batch_size": 8, "dim": 1024}
+    assert pq.read_schema(out).metadata[b"profsvc_schema_version"] == b"2"
+    # The file on disk is never written to.
+    assert (tmp_path / "problems" / "p.py").read_text() == SWEPT
+
+
+def test_swept_values_of_other_kinds_keep_a_column_each(tmp_path):
+    (tmp_path / "p.py").write_text(SWEPT + "mode = 'fast'\nshape = (1, 2)\nscale = 1\n")
+    manifest = tmp_path / "m.jsonl"
+    sweep = {"mode": ["fast", "slow"], "shape": [[1, 2], [3, 4]], "scale": [1, 2.5]}
+    manifest.write_text(json.dumps({"file": "p.py", "sweep": sweep}) + '\n{"file": "q.py"}\n')
+    (tmp_path / "q.py").write_text("# unswept\n")
+    out = tmp_path / "r.parquet"
+    run_batch(discover(manifest), out, FakeProfiler())
+    frame = read_results(out)
+    assert str(frame["param_scale"].dtype) == "float64" and frame["param_mode"].iloc[0] == "fast"
+    # A value of no column type of its own is JSON; a problem without the constant has none.
+    assert list(frame["param_shape"].iloc[:2]) == ["[1, 2]", "[1, 2]"] and pd.isna(frame["param_shape"].iloc[-1])
+    assert frame["params"].iloc[-1] == "{}" and frame["repeat"].iloc[-1] == 0
+
+
+@no_gpu_only
+def test_cli_batch_sweep_against_a_server_without_gpu(served, tmp_path):
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    # A published problem's names (the server checks them before it finds no GPU).
+    (problems / "p.py").write_text(SWEPT + "\n\nclass Model:\n    pass\n")
+    out = tmp_path / "r.parquet"
+    grid = ["--sweep", "dim=1024,4096", "--sweep", "batch_size=8,16", "--repeat", "2"]
+    done = run_cli("batch", problems, "--out", out, "--server", served, *grid)
+    assert done.returncode == 1, done.stderr
+    assert "8 problems (0 from the checkpoint, 8 run)" in done.stderr
+    frame = read_results(out)
+    assert set(frame["status"]) == {"NO_GPU"} and len(frame) == 8
+    assert sorted(zip(frame["param_dim"], frame["param_batch_size"], frame["repeat"], strict=True)) == [
+        (dim, batch, repeat) for dim in (1024, 4096) for batch in (8, 16) for repeat in (0, 1)
+    ]
+    bad = run_cli("batch", problems, "--out", out, "--server", served, "--sweep", "channels=3")
+    assert bad.returncode == 2
+    assert bad.stderr == (
+        "profsvc: error: p.py: cannot sweep channels: the module has no top-level assignment `channels = ...`"
+        " [BAD_ARGUMENT]\n"
+    )
