@@ -9,6 +9,8 @@ from profsvc.report.markdown import render_evaluation_markdown
 from profsvc.report.static_text import render_static_check
 from profsvc.report.tool_text import render_benchmark_lines, render_correctness_lines
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
+from profsvc.scheduler.judging import run_checks
+from profsvc.scheduler.profiling import profile
 from profsvc.scheduler.scheduler import Scheduler
 from profsvc.scheduler.sessions import SessionKey
 from profsvc.staticcheck import Policy, check_source, make_policy
@@ -67,7 +69,7 @@ async def check_correctness(
     """Run the correctness trials."""
     options = {"trials": trials or DEFAULT_TRIALS}
     with collect_timings() as timings:
-        compiled, status = await scheduler.run_checks(source, "correctness", options, progress)
+        compiled, status = await run_checks(scheduler, source, "correctness", options, progress)
     if status is None or not status.ok or status.correctness is None:
         error = _job_error(compiled, status)
         result = CorrectnessResult(compile=compiled, error=error, message="could not run", timings=timings)
@@ -83,7 +85,7 @@ async def benchmark(
     """Time candidate and reference."""
     options = {"timed-calls": timed_calls or DEFAULT_TIMED_CALLS, "warmup": WARMUP_CALLS}
     with collect_timings() as timings:
-        compiled, status = await scheduler.run_checks(source, "benchmark", options, progress)
+        compiled, status = await run_checks(scheduler, source, "benchmark", options, progress)
     if status is None or not status.ok or status.benchmark is None:
         result = BenchmarkResult(compile=compiled, error=_job_error(compiled, status), timings=timings)
     else:
@@ -124,7 +126,7 @@ async def _evaluate(
     options = {"trials": trials or DEFAULT_TRIALS, "timed-calls": DEFAULT_TIMED_CALLS, "warmup": WARMUP_CALLS}
     # The run-time side of no_custom_kernel (no launch of the candidate's own kernels) follows the same policy.
     own_kernel = (policy or make_policy()).level(NO_CUSTOM_KERNEL, load_rules()) is Level.ERROR
-    compiled, status = await scheduler.run_checks(source, "evaluate", options, progress, own_kernel)
+    compiled, status = await run_checks(scheduler, source, "evaluate", options, progress, own_kernel)
     if status is None or not status.ok or status.correctness is None:
         error = _job_error(compiled, status)
         result.correctness = CorrectnessResult(compile=compiled, error=error, message="could not run")
@@ -134,7 +136,7 @@ async def _evaluate(
         if status.benchmark is not None:
             result.benchmark = BenchmarkResult.model_validate({**status.benchmark, "compile": compiled})
     if result.correctness.ok and not skip_profile:
-        result.profile = await scheduler.profile(ProfileSpec(source=source, session=session), progress)
+        result.profile = await profile(scheduler, ProfileSpec(source=source, session=session), progress)
         result.sol_pct = sol_pct(result.profile) if result.profile.ok else None
         result.sol_definition = SOL_DEFINITION
     elif skip_profile:

@@ -19,6 +19,8 @@ from profsvc.metrics.catalog import load_catalog
 from profsvc.ncu.metric_sets import metric_sets
 from profsvc.scheduler.evaluation import benchmark, check_correctness, evaluate, static_check
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
+from profsvc.scheduler.profiling import profile
+from profsvc.scheduler.reading import analyze
 from profsvc.scheduler.scheduler import Scheduler
 from profsvc.scheduler.sessions import SessionKey
 from profsvc.server.auth import Authenticator
@@ -190,7 +192,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
                 html_report=request.html_report,
                 session=self._session(context, request.session_id),
             )
-            return self._served(await self.scheduler.profile(spec, progress))
+            return self._served(await profile(self.scheduler, spec, progress))
 
         async for message in self._stream(
             context,
@@ -277,8 +279,16 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
             derived = validate_derived(first.derived, metrics)
             session = self._session(context, first.session_id)
             async with self.uploads.receive(first, requests) as upload:
-                result = await self.scheduler.analyze(
-                    upload, filename, kernel_filter, None, session, metrics, derived, html_report=first.html_report
+                result = await analyze(
+                    self.scheduler,
+                    upload,
+                    filename,
+                    kernel_filter,
+                    None,
+                    session,
+                    metrics,
+                    derived,
+                    html_report=first.html_report,
                 )
             return pb.AnalyzeResponse(result=to_proto(self._served(result), pb.ProfileResult))
 

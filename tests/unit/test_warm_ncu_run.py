@@ -11,6 +11,7 @@ from profsvc.host import HostInfo
 from profsvc.metrics.analysis import analyze_report
 from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE, in_profsvc_range
 from profsvc.ncu.locate import NcuInstall
+from profsvc.scheduler.ncu_options import default_ncu_options, warm_ncu_options
 from profsvc.scheduler.scheduler import Scheduler
 from profsvc.server import app
 from profsvc.telemetry import Telemetry
@@ -40,7 +41,9 @@ def test_a_one_gpu_host_primes_its_ncu_workers_with_their_own_range(tmp_path):
     spec = scheduler._ncu_standby_spec(0)
     assert spec.prime_lock is scheduler._gpu_locks[0]
     assert spec.environment(tmp_path)[WARM_PROFILER] == "1"
-    default, warm = (f(tmp_path / "r.ncu-rep") for f in (scheduler._default_ncu_options, scheduler._warm_ncu_options))
+    limits = scheduler.config.limits
+    default = default_ncu_options(tmp_path / "r.ncu-rep", limits)
+    warm = warm_ncu_options(tmp_path / "r.ncu-rep", limits, scheduler.prime_ncu_workers)
     # ncu's syntax for a push/pop range of a named domain (Nsight Compute CLI guide, NVTX filtering).
     assert default.nvtx_include == ["profsvc@profsvc/"]
     assert warm.nvtx_include == ["profsvc@profsvc/", "profsvc@profsvc-warmup/"]
@@ -58,7 +61,8 @@ def test_no_priming_with_several_gpus_or_when_turned_off(tmp_path, gpus, config)
         assert spec.prime_lock is None
         assert WARM_PROFILER not in spec.environment(tmp_path)
     report = tmp_path / "r.ncu-rep"
-    assert scheduler._warm_ncu_options(report) == scheduler._default_ncu_options(report)
+    limits = scheduler.config.limits
+    assert warm_ncu_options(report, limits, scheduler.prime_ncu_workers) == default_ncu_options(report, limits)
 
 
 @pytest.mark.parametrize(("flag", "expected"), [([], True), (["--no-ncu-warmup"], False)])
