@@ -23,6 +23,7 @@ from profsvc_contract.document import SCHEMA_VERSION  # noqa: E402
 # One document per command's result: file stem -> model.
 DOCUMENTS = {
     "profile": models.ProfileResult,
+    "repeat": models.RepeatResult,
     "evaluate": models.EvaluateResult,
     "check": models.CorrectnessResult,
     "time": models.BenchmarkResult,

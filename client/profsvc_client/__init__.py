@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         KernelSource,
         ProfileResult,
         Progress,
+        RepeatResult,
         SourceFile,
         SourceKind,
     )
@@ -38,6 +39,7 @@ __all__ = [
     "ProfsvcError",
     "Progress",
     "Reason",
+    "RepeatResult",
     "SourceFile",
     "SourceKind",
     "load_source",

@@ -21,6 +21,7 @@ from profsvc_client.client import (
     translate_error,
     trials_request,
 )
+from profsvc_client.repeats import aggregate_repeats, check_repeats, numbered_progress
 from profsvc_contract import errors
 from profsvc_contract._proto import profiler_pb2 as pb
 from profsvc_contract.convert import to_model, to_proto
@@ -34,6 +35,7 @@ from profsvc_contract.models import (
     KernelSource,
     ProfileResult,
     Progress,
+    RepeatResult,
     StaticCheckResult,
     StaticPolicy,
 )
@@ -138,6 +140,38 @@ class AsyncProfilerClient(_Connection):
         """Profile under ncu; `on_progress` (plain or async) sees each progress event."""
         request = profile_request(source, kernel_filter, metric_set, session_id, metrics, derived, html_report)
         return await self._stream(self._stub.Profile, request, ProfileResult, on_progress)
+
+    async def profile_repeated(
+        self,
+        source: KernelSource,
+        *,
+        repeats: int,
+        kernel_filter: KernelFilter | None = None,
+        metric_set: str = "",
+        metrics: Sequence[str] = (),
+        derived: Sequence[str] = (),
+        html_report: bool = False,
+        session_id: str = "",
+        on_progress: ProgressCallback | None = None,
+    ) -> RepeatResult:
+        """Profile the same request `repeats` times, one after another (each a full ncu run), and every figure's
+        statistics over them (as the sync client)."""
+        check_repeats(repeats)
+        runs = []
+        for index in range(repeats):
+            runs.append(
+                await self.profile(
+                    source,
+                    kernel_filter=kernel_filter,
+                    metric_set=metric_set,
+                    metrics=metrics,
+                    derived=derived,
+                    html_report=html_report,
+                    session_id=session_id,
+                    on_progress=numbered_progress(on_progress, index, repeats) if on_progress else None,
+                )
+            )
+        return aggregate_repeats(runs)
 
     async def evaluate(
         self,

@@ -9,21 +9,25 @@ INPUT is a directory of problem files (*.py Python problems, *.cu CUDA programs,
     {"file": "level1/matmul.py", "kernel": "gemm", "metric_set": "full", "tags": {"level": "1"}}
 
 (`file` relative to the manifest; the others optional, defaulting to the
-command's --kernel, --metric-set and --task). A problem's task is `profile`
+command's --kernel, --metric-set, --task and --sweep; `"sweep": {"dim": [1024, 4096]}` sets a Python
+problem's module constants to each point of the grid, profsvc_client.sweep). A problem's task is `profile`
 (needs a GPU), `lint` (the static check) or `analyze` (a .ncu-rep; both CPU only).
 Problems run through the server by a pool of threads sharing one ProfilerClient
 (a gRPC channel is thread-safe; with several servers its round_robin policy
 spreads the calls), or, with --cluster, as one Dask task each
 (profsvc_client.cluster_batch).
 
+With --repeat N each profile runs N times, each repeat a problem of its own (its `repeat` 0..N-1); each grid
+point of a sweep is a problem of its own too (its `params`).
+
 Each finished problem is appended, flushed and synced, as one line of
 `<out>.partial.jsonl`. A rerun skips the problems that file already holds
-(same relative path, file content, metric set and kernel filter), except those
+(same relative path, file content, metric set, kernel filter, grid point and repeat), except those
 that failed for the server's sake (unreachable, queue full, no GPU, ...), and
 then writes the parquet from it: one row per profiled kernel launch, a failed
-problem as one row with its status and error. Figures are float64 columns
-(their unit in the column's parquet metadata), in name order after the fixed
-columns `COLUMNS`: one for every figure of the server's catalog, whatever the
+problem as one row with its status and error. A swept constant's column `param_NAME` (typed by its values)
+follows the fixed columns `COLUMNS`; figures are float64 columns (their unit in the column's parquet metadata),
+in name order after them: one for every figure of the server's catalog, whatever the
 results (a table of failures has the same columns as one of successes), and the
 parquet's metadata holds its schema version.
 """
@@ -44,6 +48,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from profsvc_client.client import ProfilerClient
+from profsvc_client.sweep import Sweep, check_constants, grid, manifest_sweep, override_constants
 from profsvc_contract import errors
 from profsvc_contract.models import (
     Capabilities,
@@ -68,9 +73,15 @@ GPU_TASKS = frozenset({"profile"})
 # The fixed columns, in order; figure columns follow in name order. `worker`: the Dask worker that ran the
 # problem ('' without --cluster); `findings`: the static check's findings as JSON ('[]' for other tasks);
 # `target`: what ran (a problem's "candidate" or "reference", or "program"); `nvtx`: the NVTX ranges the
-# launch ran under, as JSON (a list of {domain, push_pop, start_end}).
+# launch ran under, as JSON (a list of {domain, push_pop, start_end}); `params`: the grid point of a sweep, as
+# JSON ('{}' unswept); `repeat`: which of --repeat N profiles of the problem it is (0..N-1); `metric_set`: the set
+# ncu collected (the server's default by name), as asked where ncu did not run; `server_version`, `host`: the
+# server that answered; `driver_version`: the NVIDIA driver a profile ran under ('' for a report analyzed, which
+# does not record it).
 COLUMNS = (
     "problem",
+    "params",
+    "repeat",
     "task",
     "target",
     "kernel",
@@ -90,9 +101,13 @@ COLUMNS = (
     "compute_capability",
     "ncu_version",
     "server_version",
+    "driver_version",
+    "host",
 )
 # What a checkpoint line written before a column existed reads as.
 COLUMN_DEFAULTS = {
+    "params": {},
+    "repeat": 0,
     "task": "profile",
     "worker": "",
     "findings": [],
@@ -101,12 +116,17 @@ COLUMN_DEFAULTS = {
     "compute_capability": "",
     "ncu_version": "",
     "server_version": "",
+    "driver_version": "",
+    "host": "",
 }
 # The parquet's schema version (its metadata key PARQUET_SCHEMA_KEY): raised when a column is renamed, removed or
 # changes meaning.
-PARQUET_SCHEMA_VERSION = "1"
+PARQUET_SCHEMA_VERSION = "2"
 PARQUET_SCHEMA_KEY = b"profsvc_schema_version"
 FLOAT_COLUMNS = ("wall_seconds", "compile_seconds", "ncu_seconds")
+INT_COLUMNS = ("repeat", "launch_index")
+# A swept constant's column: its name after this prefix.
+PARAM_PREFIX = "param_"
 # Failures that say nothing about the problem itself: a rerun tries these problems again.
 RETRIED_ON_RERUN = frozenset(
     {
@@ -141,17 +161,31 @@ class Problem:
     # ncu metrics to report besides the catalog's, and derived ones (NAME=FORMULA): a column each.
     metrics: tuple[str, ...] = ()
     derived: tuple[str, ...] = ()
+    # A sweep's grid point: module constants and the values the file is profiled with ({}: as written).
+    params: Mapping[str, Any] = field(default_factory=dict)
+    # Which of --repeat N profiles of the problem this is.
+    repeat: int = 0
 
     @property
     def key(self) -> str:
         """What makes a problem the same on a rerun: relative path, content, metric set, kernel filter, task,
-        the metrics asked for."""
-        parts = [self.name, self.digest, self.metric_set, self.kernel_regex]
+        the metrics asked for, the grid point and the repeat."""
+        parts: list[Any] = [self.name, self.digest, self.metric_set, self.kernel_regex]
         if self.metrics or self.derived:
             parts += [*self.metrics, "|", *self.derived]
+        # Unswept first repeats keep the keys checkpoints held before sweeps and repeats existed: they resume.
+        if self.params:
+            parts += ["params", dict(sorted(self.params.items()))]
+        if self.repeat:
+            parts += ["repeat", self.repeat]
         # A profile's key is the one checkpoints held before tasks existed: they still resume.
         identity = json.dumps(parts if self.task == "profile" else [*parts, self.task])
         return hashlib.sha256(identity.encode()).hexdigest()
+
+    def content(self) -> bytes:
+        """The file's bytes as its task gets them: a grid point's constants set to its values."""
+        data = self.path.read_bytes()
+        return override_constants(data, self.params, self.name) if self.params else data
 
     @property
     def needs_gpu(self) -> bool:
@@ -203,7 +237,7 @@ def _task_of(name: str, task: str) -> str:
     return "analyze" if name.endswith(REPORT_SUFFIX) else task
 
 
-def _from_directory(root: Path, kernel_regex: str, metric_set: str, task: str) -> list[Problem]:
+def _from_directory(root: Path, kernel_regex: str, metric_set: str, task: str, sweep: Sweep) -> list[Problem]:
     files = sorted(
         path
         for path in root.rglob("*")
@@ -220,11 +254,18 @@ def _from_directory(root: Path, kernel_regex: str, metric_set: str, task: str) -
             shown = name.encode("utf-8", "backslashreplace").decode()
             raise errors.InvalidRequest(f"{shown}: the file name is not UTF-8; rename it") from None
     return [
-        Problem(name, path, _digest(path), kernel_regex, metric_set, task=_task_of(name, task)) for name, path in named
+        swept
+        for name, path in named
+        for swept in _swept(
+            Problem(name, path, _digest(path), kernel_regex, metric_set, task=_task_of(name, task)), sweep, name
+        )
     ]
 
 
-def _manifest_entry(manifest: Path, number: int, line: str, kernel_regex: str, metric_set: str, task: str) -> Problem:
+def _manifest_entry(
+    manifest: Path, number: int, line: str, kernel_regex: str, metric_set: str, task: str, sweep: Sweep
+) -> list[Problem]:
+    """A manifest line's problem, one per point of its sweep (the entry's own, else the command's)."""
     where = f"{manifest.name}:{number}"
     try:
         entry = json.loads(line)
@@ -232,7 +273,7 @@ def _manifest_entry(manifest: Path, number: int, line: str, kernel_regex: str, m
         raise errors.InvalidRequest(f"{where}: not JSON: {error.msg}") from None
     if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
         raise errors.InvalidRequest(f'{where}: each line is an object with a "file" string')
-    unknown = set(entry) - {"file", "kernel", "metric_set", "tags", "task"}
+    unknown = set(entry) - {"file", "kernel", "metric_set", "tags", "task", "sweep"}
     if unknown:
         raise errors.InvalidRequest(f"{where}: unknown keys {', '.join(sorted(unknown))}")
     tags = entry.get("tags", {})
@@ -248,7 +289,7 @@ def _manifest_entry(manifest: Path, number: int, line: str, kernel_regex: str, m
     if (chosen == "analyze") != name.endswith(REPORT_SUFFIX):
         raise errors.InvalidRequest(f"{where}: a {REPORT_SUFFIX} report is analyzed; analyze takes nothing else")
     path = manifest.parent / entry["file"]
-    return Problem(
+    problem = Problem(
         name,
         path,
         _digest(path),
@@ -257,6 +298,19 @@ def _manifest_entry(manifest: Path, number: int, line: str, kernel_regex: str, m
         tags,
         chosen,
     )
+    return _swept(problem, manifest_sweep(entry["sweep"], where) if "sweep" in entry else sweep, where)
+
+
+def _swept(problem: Problem, sweep: Sweep, where: str) -> list[Problem]:
+    """The problem at each point of the sweep, its constants checked first ([problem] without a sweep)."""
+    if not sweep:
+        return [problem]
+    if problem.task != "profile" or not problem.name.endswith(".py"):
+        raise errors.InvalidRequest(
+            f"{where}: a sweep sets the constants of a Python file that is profiled; {problem.name} is not one"
+        )
+    check_constants(problem.path.read_bytes(), list(sweep), where)
+    return [replace(problem, params=point) for point in grid(sweep)]
 
 
 def discover(
@@ -267,25 +321,35 @@ def discover(
     task: str = "profile",
     metrics: Sequence[str] = (),
     derived: Sequence[str] = (),
+    sweep: Sweep | None = None,
+    repeats: int = 1,
 ) -> list[Problem]:
-    """The problems of a directory or a JSONL manifest; --kernel, --metric-set and --task are the defaults.
+    """The problems of a directory or a JSONL manifest; --kernel, --metric-set, --task and --sweep are the
+    defaults.
 
     `task` applies to source files (profile or lint); a .ncu-rep is always analyzed. `metrics` and `derived`
-    (--metric, --derived) apply to every profile and analyze.
+    (--metric, --derived) apply to every profile and analyze. `sweep` ({name: values}) sets the module
+    constants of every Python file, each point of the grid a problem of its own; `repeats` (--repeat) makes each
+    profile that many problems, `repeat` 0 to repeats - 1 (a static check or a report read is the same every time:
+    done once).
     """
     if task not in ("profile", "lint"):
         raise errors.InvalidRequest(f"--task is profile or lint, not {task!r} (a .ncu-rep is analyzed by itself)")
+    if repeats < 1:
+        raise errors.InvalidRequest(f"--repeat must be at least 1, not {repeats}")
+    sweep = sweep or {}
     if source.is_dir():
-        problems = _from_directory(source, kernel_regex, metric_set, task)
+        problems = _from_directory(source, kernel_regex, metric_set, task, sweep)
     elif source.is_file():
         try:
             lines = source.read_text(encoding="utf-8").splitlines()
         except UnicodeDecodeError:
             raise errors.InvalidRequest(f"{source}: a manifest is JSON lines in UTF-8") from None
         problems = [
-            _manifest_entry(source, number, line, kernel_regex, metric_set, task)
+            problem
             for number, line in enumerate(lines, start=1)
             if line.strip()
+            for problem in _manifest_entry(source, number, line, kernel_regex, metric_set, task, sweep)
         ]
     else:
         raise errors.InvalidRequest(f"{source} is neither a directory of problems nor a JSONL manifest")
@@ -295,11 +359,16 @@ def discover(
         problems = [
             replace(p, metrics=tuple(metrics), derived=tuple(derived)) if p.task != "lint" else p for p in problems
         ]
+    problems = [
+        replace(problem, repeat=repeat)
+        for problem in problems
+        for repeat in range(repeats if problem.task in GPU_TASKS else 1)
+    ]
     seen: dict[str, str] = {}
     for problem in problems:
         if problem.key in seen:
             raise errors.InvalidRequest(
-                f"{problem.name} appears twice with the same task, metric set and kernel filter"
+                f"{problem.name} appears twice with the same task, metric set, kernel filter and grid point"
                 f" (also as {seen[problem.key]})"
             )
         seen[problem.key] = problem.name
@@ -353,7 +422,7 @@ def run_task(client: ProfilerClient, problem: Problem, content: bytes) -> Proble
 
 def profile_with(client: ProfilerClient) -> ProfileFn:
     """The per-problem function of a real batch: read the file, do its task on the server."""
-    return lambda problem: run_task(client, problem, problem.path.read_bytes())
+    return lambda problem: run_task(client, problem, problem.content())
 
 
 def record_of(
@@ -363,6 +432,8 @@ def record_of(
     record: dict[str, Any] = {
         "key": problem.key,
         "problem": problem.name,
+        "params": dict(problem.params),
+        "repeat": problem.repeat,
         "task": problem.task,
         "metric_set": problem.metric_set,
         "kernel_regex": problem.kernel_regex,
@@ -379,6 +450,8 @@ def record_of(
         "compute_capability": "",
         "ncu_version": "",
         "server_version": "",
+        "driver_version": "",
+        "host": "",
         "units": {},
         "kernels": [],
     }
@@ -390,6 +463,10 @@ def record_of(
         record["target"] = result.target
         record["device"], record["compute_capability"] = result.device.name, result.device.compute_capability
         record["ncu_version"] = result.ncu.version
+        record["metric_set"] = result.ncu.metric_set or problem.metric_set
+        record["server_version"], record["host"] = result.server.version, result.server.host
+        # The server's driver is not the one an analyzed report was captured under.
+        record["driver_version"] = result.server.driver_version if problem.needs_gpu else ""
         for kernel in result.kernels:
             record["units"].update({name: figure.unit for name, figure in kernel.figures.items()})
             record["units"].update({name: metric.unit for name, metric in kernel.metrics.items()})
@@ -491,31 +568,63 @@ def require_table_libraries() -> None:
         ) from None
 
 
+def _param_column(values: Sequence[Any]) -> tuple[pyarrow.DataType, Callable[[Any], str] | None]:
+    """A swept constant's column type, as its values are (bool, int64, float64, string; else JSON text), and what
+    turns a value into its cell where it is not the value itself."""
+    import pyarrow as pa
+
+    if all(isinstance(value, bool) for value in values):
+        return pa.bool_(), None
+    if all(isinstance(value, int) and not isinstance(value, bool) for value in values):
+        return pa.int64(), None
+    if all(isinstance(value, int | float) and not isinstance(value, bool) for value in values):
+        return pa.float64(), None
+    if all(isinstance(value, str) for value in values):
+        return pa.string(), None
+    return pa.string(), json.dumps
+
+
+def _fixed_type(name: str) -> pyarrow.DataType:
+    import pyarrow as pa
+
+    return pa.float64() if name in FLOAT_COLUMNS else pa.int64() if name in INT_COLUMNS else pa.string()
+
+
 def _table(records: Iterable[Mapping[str, Any]], figures: Sequence[FigureInfo] = ()) -> pyarrow.Table:
-    """The results table: the fixed columns, then one float64 column per figure (the server's catalog, whether
-    or not a row has a value, then any other figure the records hold), in name order."""
+    """The results table: the fixed columns, a column per swept constant, then one float64 column per figure (the
+    server's catalog, whether or not a row has a value, then any other figure the records hold), in name order."""
     import pyarrow as pa
 
     rows: list[dict[str, Any]] = []
     units: dict[str, str] = {figure.name: figure.unit for figure in figures}
+    swept: dict[str, list[Any]] = {}
     for record in records:
         units.update(record["units"])
         common = {name: record.get(name, COLUMN_DEFAULTS.get(name)) for name in COLUMNS}
         common["tags"] = json.dumps(record["tags"], sort_keys=True)
         common["findings"] = json.dumps(common["findings"])
+        common["params"] = json.dumps(common["params"], sort_keys=True)
+        point = {PARAM_PREFIX + name: value for name, value in record.get("params", {}).items()}
+        for column, value in point.items():
+            swept.setdefault(column, []).append(value)
         for kernel in record["kernels"] or [{"kernel": "", "launch_index": None, "figures": {}}]:
             launch = {"kernel": kernel["kernel"], "launch_index": kernel["launch_index"]}
             # A checkpoint line written before the column existed has no ranges.
             launch["nvtx"] = json.dumps(kernel.get("nvtx", []))
-            rows.append({**common, **launch} | kernel["figures"])
-    fields = [
-        pa.field(name, pa.float64() if name in FLOAT_COLUMNS else pa.int64() if name == "launch_index" else pa.string())
-        for name in COLUMNS
-    ]
-    fields += [pa.field(name, pa.float64(), metadata={"unit": units[name]}) for name in sorted(units)]
-    schema = pa.schema(fields, metadata={PARQUET_SCHEMA_KEY: PARQUET_SCHEMA_VERSION})
-    # Keep None (null) where a figure was not collected: float64 columns read back as NaN.
-    return pa.table({f.name: pa.array([row.get(f.name) for row in rows], type=f.type) for f in fields}, schema=schema)
+            rows.append({**common, **point, **launch} | kernel["figures"])
+    columns = [(pa.field(name, _fixed_type(name)), None) for name in COLUMNS]
+    for column in sorted(swept):
+        kind, convert = _param_column(swept[column])
+        columns.append((pa.field(column, kind), convert))
+    columns += [(pa.field(name, pa.float64(), metadata={"unit": units[name]}), None) for name in sorted(units)]
+    schema = pa.schema([f for f, _ in columns], metadata={PARQUET_SCHEMA_KEY: PARQUET_SCHEMA_VERSION})
+
+    def cells(name: str, convert: Callable[[Any], str] | None) -> list[Any]:
+        # Keep None (null) where a row has no value: float64 columns read back as NaN.
+        values = [row.get(name) for row in rows]
+        return [convert(v) if convert and v is not None else v for v in values]
+
+    return pa.table({f.name: pa.array(cells(f.name, convert), type=f.type) for f, convert in columns}, schema=schema)
 
 
 def write_results(
@@ -568,7 +677,16 @@ class Checkpoint:
     def add(self, record: Mapping[str, Any]) -> None:
         """Append one finished problem."""
         assert self._sink is not None, "add() inside `with checkpoint:`"
-        record = {**record, "server_version": record.get("server_version") or self.server.server_version}
+        # A problem the server never answered (or a static check, which names no server) has the provenance of
+        # the server the batch asked for its capabilities.
+        server = self.server
+        record = {
+            **record,
+            "server_version": record.get("server_version") or server.server_version,
+            "host": record.get("host") or server.host,
+            "driver_version": record.get("driver_version")
+            or (server.driver_version if record["task"] in GPU_TASKS else ""),
+        }
         self._sink.write(json.dumps(record) + "\n")
         self._sink.flush()
         # A crash of the machine, not only of this process, must not lose a finished problem.

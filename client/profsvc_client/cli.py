@@ -25,19 +25,20 @@ from rich.text import Text
 
 from profsvc_client.client import ProfilerClient, load_source
 from profsvc_client.policy import build_policy
+from profsvc_client.render import capabilities_text, repeat_markdown, repeat_text
 from profsvc_client.settings import resolve_settings
 from profsvc_contract import errors
 from profsvc_contract.channel import port_number
 from profsvc_contract.document import SCHEMA_VERSION, dumps, error_document, result_document
 from profsvc_contract.models import (
     BenchmarkResult,
-    Capabilities,
     CompileResult,
     CorrectnessResult,
     EvaluateResult,
     KernelFilter,
     ProfileResult,
     Progress,
+    RepeatResult,
     StaticCheckResult,
     StaticPolicy,
 )
@@ -87,6 +88,16 @@ def _add_metrics(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME=FORMULA",
         help="a metric computed from ncu metrics, e.g. 'read_bw=dram__bytes_read.sum / gpu__time_duration.sum'",
+    )
+
+
+def _add_repeat(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="profile N times, each a full ncu run: every figure's median, min, max and spread over them",
     )
 
 
@@ -182,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_metrics(profile)
     profile.add_argument("--out", type=Path, default=None, help="save the .ncu-rep, result.json and report.txt here")
+    _add_repeat(profile)
     _add_filter(profile)
     _add_session(profile)
     _add_target(profile)
@@ -245,6 +257,20 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--kernel", default="", help="kernel name regex for problems that name none")
     batch.add_argument(
         "--task", choices=("profile", "lint"), default="profile", help="for *.py / *.cu (a .ncu-rep is analyzed)"
+    )
+    batch.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        metavar="NAME=V1,V2",
+        help="profile each Python problem with its module constant NAME set to each value (repeatable: the grid)",
+    )
+    batch.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="profile each problem N times, each a full ncu run: one row per repeat (column `repeat`)",
     )
     batch.add_argument(
         "--cluster", default="", help="run on a Dask cluster: its scheduler (tcp://HOST:8786) or 'local'"
@@ -346,28 +372,20 @@ def _emit_result(result: ProfileResult, args: argparse.Namespace, client: Profil
     return EXIT_OK if result.ok else EXIT_RESULT_FAILED
 
 
-def _capabilities(capabilities: Capabilities, form: str) -> str:
-    if form == "json":
-        return dumps(result_document(capabilities))
-    gpus = [f"{g.index}: {g.name} (sm_{g.compute_capability.replace('.', '')})" for g in capabilities.gpus]
-    profiling = "yes" if capabilities.profiling_available else f"no ({capabilities.unavailable_reason})"
-    rows = [
-        ("server", capabilities.server_version),
-        ("GPUs", "; ".join(gpus) or "none"),
-        ("driver", capabilities.driver_version or "none"),
-        ("ncu", capabilities.ncu_version or "none"),
-        ("nvcc", capabilities.nvcc_version or "none"),
-        ("profiling", profiling),
-        ("isolation", capabilities.isolation),
-        ("metric sets", ", ".join(m.name for m in capabilities.metric_sets)),
-    ]
-    if form == "md":
-        lines = ["| | |", "| --- | --- |", *(f"| {k} | {v.replace('|', '/')} |" for k, v in rows)]
-        lines += ["", *(f"- `{m.name}`: {m.description}" for m in capabilities.metric_sets)]
-    else:
-        lines = [f"{k + ':':<13}{v}" for k, v in rows]
-        lines += [f"  {m.name:<11}{m.description}" for m in capabilities.metric_sets]
-    return "\n".join(lines) + "\n"
+def _emit_repeats(result: RepeatResult, args: argparse.Namespace, client: ProfilerClient) -> int:
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "result.json").write_text(dumps(result_document(result)))
+        (args.out / "report.txt").write_text(repeat_text(result))
+        # Each repeat's own files (its .ncu-rep, report.html) apart: their names are the same in every repeat.
+        for index, run in enumerate(result.runs):
+            folder = args.out / f"repeat-{index}"
+            folder.mkdir(exist_ok=True)
+            for artifact in run.artifacts:
+                client.download_artifact(artifact.id, folder)
+    rendered = {"json": lambda: dumps(result_document(result)), "md": lambda: repeat_markdown(result)}
+    print(rendered.get(args.format, lambda: repeat_text(result))(), end="")
+    return EXIT_OK if result.ok else EXIT_RESULT_FAILED
 
 
 def _emit_compile(result: CompileResult, args: argparse.Namespace) -> int:
@@ -462,6 +480,7 @@ def _dask_module(name: str) -> Any:
 
 def _batch(args: argparse.Namespace) -> int:
     from profsvc_client.batch import discover, profile_with, run_batch, run_command
+    from profsvc_client.sweep import parse_sweeps
 
     problems = discover(
         args.input,
@@ -470,6 +489,8 @@ def _batch(args: argparse.Namespace) -> int:
         task=args.task,
         metrics=args.metrics,
         derived=args.derived,
+        sweep=parse_sweeps(args.sweep),
+        repeats=args.repeat,
     )
     if not args.cluster:
         if args.gpus is not None:
@@ -518,6 +539,31 @@ def _cluster(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _profile(client: ProfilerClient, args: argparse.Namespace) -> int:
+    """`profsvc profile`: once, or `--repeat N` times with the statistics over the repeats."""
+    source = load_source(args.file, args.reference, args.nvcc_flag, target=args.target, args=args.program_args)
+    options: dict[str, Any] = {
+        "kernel_filter": _filter(args),
+        "metric_set": args.metric_set,
+        "metrics": args.metrics,
+        "derived": args.derived,
+        "html_report": args.out is not None,
+        "session_id": args.session,
+    }
+    progress = ProgressLine()
+    outcome: ProfileResult | RepeatResult
+    try:
+        if args.repeat > 1:
+            outcome = client.profile_repeated(source, repeats=args.repeat, on_progress=progress, **options)
+        else:
+            outcome = client.profile(source, on_progress=progress, **options)
+    finally:
+        progress.close()
+    if isinstance(outcome, RepeatResult):
+        return _emit_repeats(outcome, args, client)
+    return _emit_result(outcome, args, client)
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute one parsed command; return the exit code."""
     if getattr(args, "run_command", None) is not None:
@@ -528,11 +574,13 @@ def run(args: argparse.Namespace) -> int:
         return _batch(args)
     if args.command == "cluster":
         return _cluster(args)
+    if getattr(args, "repeat", 1) < 1:
+        raise errors.InvalidRequest(f"--repeat must be at least 1, not {args.repeat}")
     # A policy file is read (and rejected) before any server is reached or started.
     policy = build_policy(args.policy, args.rule_severities) if args.command in ("lint", "evaluate") else None
     with connect(args) as client:
         if args.command == "capabilities":
-            print(_capabilities(client.capabilities(), args.format), end="")
+            print(capabilities_text(client.capabilities(), args.format), end="")
             return EXIT_OK
         if args.command == "compile":
             return _emit_compile(client.compile(load_source(args.file, args.reference, args.nvcc_flag)), args)
@@ -548,21 +596,7 @@ def run(args: argparse.Namespace) -> int:
                 html_report=args.out is not None,
             )
             return _emit_result(result, args, client)
-        progress = ProgressLine()
-        try:
-            result = client.profile(
-                load_source(args.file, args.reference, args.nvcc_flag, target=args.target, args=args.program_args),
-                kernel_filter=_filter(args),
-                metric_set=args.metric_set,
-                metrics=args.metrics,
-                derived=args.derived,
-                html_report=args.out is not None,
-                session_id=args.session,
-                on_progress=progress,
-            )
-        finally:
-            progress.close()
-        return _emit_result(result, args, client)
+        return _profile(client, args)
 
 
 def main(argv: list[str] | None = None) -> int:

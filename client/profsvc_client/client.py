@@ -15,6 +15,7 @@ from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 from pydantic import BaseModel
 
+from profsvc_client.repeats import aggregate_repeats, check_repeats, numbered_progress
 from profsvc_contract import errors
 from profsvc_contract._proto import profiler_pb2 as pb
 from profsvc_contract._proto import profiler_pb2_grpc as pb_grpc
@@ -36,6 +37,7 @@ from profsvc_contract.models import (
     KernelSource,
     ProfileResult,
     Progress,
+    RepeatResult,
     SourceFile,
     SourceKind,
     StaticCheckResult,
@@ -390,6 +392,38 @@ class ProfilerClient(_Connection):
         """
         request = profile_request(source, kernel_filter, metric_set, session_id, metrics, derived, html_report)
         return self._stream(self._stub.Profile, request, ProfileResult, on_progress)
+
+    def profile_repeated(
+        self,
+        source: KernelSource,
+        *,
+        repeats: int,
+        kernel_filter: KernelFilter | None = None,
+        metric_set: str = "",
+        metrics: Sequence[str] = (),
+        derived: Sequence[str] = (),
+        html_report: bool = False,
+        session_id: str = "",
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> RepeatResult:
+        """Profile the same request `repeats` times, one after another (each a full ncu run), and every figure's
+        median, min, max and spread over them; `on_progress` sees events saying which repeat they belong to."""
+        check_repeats(repeats)
+        runs = []
+        for index in range(repeats):
+            runs.append(
+                self.profile(
+                    source,
+                    kernel_filter=kernel_filter,
+                    metric_set=metric_set,
+                    metrics=metrics,
+                    derived=derived,
+                    html_report=html_report,
+                    session_id=session_id,
+                    on_progress=numbered_progress(on_progress, index, repeats) if on_progress else None,
+                )
+            )
+        return aggregate_repeats(runs)
 
     def _stream(
         self,

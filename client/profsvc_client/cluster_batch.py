@@ -140,7 +140,7 @@ class _Run:
             future = self.dask.submit(
                 run_on_worker,
                 problem,
-                problem.path.read_bytes(),
+                problem.content(),
                 key=f"{next(self.keys)}-{problem.task}",
                 resources=_resources(problem, self.per_gpu),
                 pure=False,

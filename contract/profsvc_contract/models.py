@@ -2,7 +2,9 @@
 
 Field names and nesting are the proto's, so `profsvc_contract.convert` moves data
 between the two generically; enums use the proto value names without their
-prefix, in lower case ("STAGE_QUEUED" is Stage.QUEUED = "queued").
+prefix, in lower case ("STAGE_QUEUED" is Stage.QUEUED = "queued"). The repeat
+statistics (RepeatResult, KernelStats, FigureStats) have no message: the client
+computes them from the results of several calls.
 """
 
 from __future__ import annotations
@@ -119,6 +121,7 @@ class Capabilities(_Model):
     nvcc_version: str = ""
     isolation: str = ""
     figures: list[FigureInfo] = Field(default_factory=list)
+    host: str = ""
 
 
 class Diagnostic(_Model):
@@ -344,6 +347,8 @@ class NcuRun(_Model):
     command: str = ""
     passes: list[int] = Field(default_factory=list)
     seconds: float = 0.0
+    # The metric set ncu collected (the server's default named where the request named none).
+    metric_set: str = ""
 
 
 class JobError(_Model):
@@ -385,6 +390,14 @@ class DeltaRow(_Model):
     verdict: str = ""
 
 
+class ServerInfo(_Model):
+    """The server that answered a call: provenance for results kept apart from it."""
+
+    version: str = ""
+    host: str = ""
+    driver_version: str = ""
+
+
 class ProfileResult(_Model):
     """Result of Profile and Analyze."""
 
@@ -406,6 +419,50 @@ class ProfileResult(_Model):
     timings: dict[str, float] = Field(default_factory=dict)
     # The report in Markdown (the server renders it).
     report_markdown: str = ""
+    server: ServerInfo = Field(default_factory=ServerInfo)
+
+
+class FigureStats(_Model):
+    """One figure of one kernel launch over the repeats of a request (the client computes it: no message)."""
+
+    unit: str = ""
+    # Each repeat's value, in repeat order (None where that repeat has none).
+    values: list[float | None] = Field(default_factory=list)
+    # The repeats with a value, and their median, least and greatest.
+    n: int = 0
+    median: float | None = None
+    min: float | None = None
+    max: float | None = None
+    # (max - min) / |median| in %: 0 where every value is the same, None where the median is 0 and they differ.
+    spread_pct: float | None = None
+
+
+class KernelStats(_Model):
+    """One kernel launch across the repeats, matched by its name and its place among that name's launches."""
+
+    name: str = ""
+    # Which launch of this name it is (0: the first), in each repeat's launch order.
+    occurrence: int = 0
+    # Its launch_index in the first repeat that has it.
+    launch_index: int = 0
+    # The repeats it ran in.
+    repeats: int = 0
+    # Catalog figures and the request's metrics (as a KernelResult's `figures` and `metrics`), by name.
+    figures: dict[str, FigureStats] = Field(default_factory=dict)
+    metrics: dict[str, FigureStats] = Field(default_factory=dict)
+
+
+class RepeatResult(_Model):
+    """N profiles of one request, each a full ncu run, and every figure's statistics over them.
+
+    The client makes it from the N ProfileResults (`runs`), so it works against any server.
+    """
+
+    ok: bool = False
+    repeats: int = 0
+    kernels: list[KernelStats] = Field(default_factory=list)
+    runs: list[ProfileResult] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
 
 
 class StaticFinding(_Model):

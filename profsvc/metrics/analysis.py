@@ -18,6 +18,7 @@ from profsvc.metrics.hotspots import lacks_line_info
 from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE, in_profsvc_range
 from profsvc.metrics.reader import load_reader
 from profsvc.metrics.roofline import load_roofline_params
+from profsvc.metrics.session import report_ncu_version
 from profsvc_contract.models import Aggregate, DeviceInfo, FigureValue, KernelFilter, KernelResult, KernelShare
 
 
@@ -28,6 +29,8 @@ class ReportAnalysis(BaseModel):
     kernels: list[KernelResult] = Field(default_factory=list)
     aggregate: Aggregate = Field(default_factory=Aggregate)
     warnings: list[str] = Field(default_factory=list)
+    # The version of the ncu that wrote the report, as its session records it ("" where it does not).
+    ncu_version: str = ""
 
 
 def aggregate_kernels(kernels: Sequence[KernelResult]) -> Aggregate:
@@ -119,7 +122,7 @@ def analyze_report(
     reader = reader or load_reader()
     catalog = catalog or load_catalog()
     context = _load(reader, path)
-    analysis = ReportAnalysis()
+    analysis = ReportAnalysis(ncu_version=report_ncu_version(path))
     demangled = reader.IAction.NameBase_DEMANGLED
     roofline_params = load_roofline_params()
     without_line_info: list[str] = []

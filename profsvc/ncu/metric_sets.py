@@ -41,9 +41,11 @@ def metric_sets() -> dict[str, MetricSetSpec]:
     return {s.name: s for s in sets}
 
 
+def default_set() -> MetricSetSpec:
+    """The set a request that names none gets."""
+    return next(s for s in metric_sets().values() if s.default)
+
+
 def resolve(name: str) -> MetricSetSpec | None:
     """The set a request names ('' means the default), None when unknown."""
-    sets = metric_sets()
-    if not name:
-        return next(s for s in sets.values() if s.default)
-    return sets.get(name)
+    return metric_sets().get(name) if name else default_set()

@@ -285,7 +285,10 @@ def _header(result: ProfileResult) -> list[str]:
     lines = []
     if result.device.name:
         lines.append(f"GPU: {result.device.name} (compute capability {result.device.compute_capability})")
-    if result.ncu.version:
+    if result.ncu.version and not result.ncu.command:
+        # A report read, not run here: only the version its session records.
+        lines.append(f"report written by ncu {result.ncu.version}")
+    elif result.ncu.version:
         passes = sorted(set(result.ncu.passes))
         pass_text = f", {'/'.join(map(str, passes))} replay passes per kernel" if passes else ""
         lines.append(f"ncu {result.ncu.version}{pass_text}, {result.ncu.seconds:.1f} s")

@@ -12,6 +12,7 @@ from pathlib import Path
 from profsvc.build.python_problem import HarnessStatus, job_error, source_map
 from profsvc.kinds import PROGRAM_TARGET, RunTarget, kind_named
 from profsvc.ncu.command import NcuOptions, ncu_command
+from profsvc.ncu.metric_sets import default_set
 from profsvc.ncu.runner import NcuOutcome, NcuProgress, ProgressParser, ncu_outcome
 from profsvc.scheduler.finishing import finish_result
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink
@@ -58,6 +59,7 @@ async def _profiled(scheduler: Scheduler, job: Job, spec: ProfileSpec) -> Profil
         command=shlex.join(outcome.command),
         passes=outcome.passes,
         seconds=outcome.seconds,
+        metric_set=(spec.metric_set or default_set()).name,
     )
     locations = dict(target.locations)
     status: HarnessStatus | None = None

@@ -18,7 +18,7 @@ from profsvc.scheduler.readers import CALLER
 from profsvc.scheduler.scheduler import ANALYZE_MODULE, REPORT_NAME, Job, Scheduler
 from profsvc.scheduler.sessions import SessionKey
 from profsvc_contract.errors import InvalidRequest, PreconditionFailed, Reason
-from profsvc_contract.models import ArtifactRef, JobError, KernelFilter, ProfileResult, Stage
+from profsvc_contract.models import ArtifactRef, JobError, KernelFilter, NcuRun, ProfileResult, Stage
 
 ANALYZE_TIMEOUT_S = 300.0
 CHART_NAMES = ("roofline.png", "roofline.svg")
@@ -118,6 +118,7 @@ async def analyze(
             aggregate=analysis.aggregate,
             warnings=analysis.warnings,
             artifacts=chart_artifacts(scheduler, job),
+            ncu=NcuRun(version=analysis.ncu_version),
         )
         if not result.ok:
             result.error = JobError(kind="no_kernels_profiled", stage=Stage.PARSING, message=analysis.warnings[0])

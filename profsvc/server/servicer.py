@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
@@ -51,6 +52,7 @@ from profsvc_contract.models import (
     MetricSet,
     ProfileResult,
     Progress,
+    ServerInfo,
     StaticPolicy,
 )
 
@@ -92,6 +94,13 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         assert identity is not None
         return SessionKey(identity=identity, id=session_id)
 
+    def _served(self, result: ProfileResult) -> ProfileResult:
+        """The result naming the server that answered: a batch's rows keep it whichever server of several it was."""
+        result.server = ServerInfo(
+            version=__version__, host=socket.gethostname(), driver_version=self.scheduler.host.driver_version
+        )
+        return result
+
     async def _guard(self, context: grpc.aio.ServicerContext, method: str, call: Callable[[], Awaitable[T]]) -> T:
         request_id = REQUEST_ID.get() or new_request_id()
         # The caller's reports go to readers of its own (profsvc.scheduler.readers).
@@ -122,6 +131,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
                 nvcc_version=host.nvcc_version,
                 isolation=self.scheduler.isolation(),
                 figures=[FigureInfo(name=e.name, unit=e.unit, label=e.label) for e in load_catalog().entries.values()],
+                host=socket.gethostname(),
             )
             return to_proto(capabilities, pb.GetCapabilitiesResponse)
 
@@ -185,7 +195,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
                 html_report=request.html_report,
                 session=self._session(context, request.session_id),
             )
-            return await profile(self.scheduler, spec, progress)
+            return self._served(await profile(self.scheduler, spec, progress))
 
         async for message in self._stream(
             context,
@@ -240,7 +250,9 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
             trials = validate_count(request.trials, "trials", self.config.limits.max_trials)
             session = self._session(context, request.session_id)
             policy = validate_policy(_request_model(request.policy, StaticPolicy))
-            return await evaluate(self.scheduler, source, trials, request.skip_profile, progress, session, policy)
+            result = await evaluate(self.scheduler, source, trials, request.skip_profile, progress, session, policy)
+            self._served(result.profile)
+            return result
 
         async for message in self._stream(
             context,
@@ -281,7 +293,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
                     derived,
                     html_report=first.html_report,
                 )
-            return pb.AnalyzeResponse(result=to_proto(result, pb.ProfileResult))
+            return pb.AnalyzeResponse(result=to_proto(self._served(result), pb.ProfileResult))
 
         return await self._guard(context, "Analyze", call)
 

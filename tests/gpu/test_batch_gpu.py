@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -75,3 +76,6 @@ def test_batch_killed_and_resumed(served, tmp_path):
     assert {t["archetype"] for t in tags} == {p.stem for p in ARCHETYPES}
     assert Counter(t["copy"] for t in tags) == {"first": 10, "again": 10}
     assert (frame["wall_seconds"] > 0).all() and (frame["ncu_seconds"] > 0).all()
+    # Each row's provenance: the set ncu collected, the driver it ran under, the server that answered.
+    assert set(frame["metric_set"]) == {"basic"} and frame["driver_version"].str.len().min() > 0
+    assert set(frame["host"]) == {socket.gethostname()} and set(frame["ncu_version"]) != {""}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import socket
 import tomllib
 from importlib.metadata import version
 from pathlib import Path
@@ -29,7 +30,7 @@ from profsvc_client.batch import (
 )
 from profsvc_client.client import ProfilerClient, multi_address_target, service_config
 from profsvc_contract import errors
-from profsvc_contract.models import FigureValue, KernelResult, ProfileResult
+from profsvc_contract.models import Capabilities, FigureValue, KernelResult, NcuRun, ProfileResult, ServerInfo
 from tests.conftest import FIXTURES, HAS_GPU, run_cli
 
 ROOT = Path(__file__).parents[2]
@@ -184,7 +185,9 @@ def test_cli_batch_against_a_server_without_gpu(served, tmp_path):
     assert frame.attrs["units"] == {e["name"]: e["unit"] for e in entries}
     assert frame[[e["name"] for e in entries]].isna().all().all()
     assert set(frame["server_version"]) == {version("profsvc")} and set(frame["device"]) == {""}
-    assert pq.read_schema(out).metadata[b"profsvc_schema_version"] == b"1"
+    assert pq.read_schema(out).metadata[b"profsvc_schema_version"] == b"2"
+    # Provenance from the server's capabilities where it answered no result: its host; no driver on this machine.
+    assert set(frame["host"]) == {socket.gethostname()} and set(frame["driver_version"]) == {""}
     statuses = dict(zip(frame["problem"], frame["status"], strict=True))
     assert statuses == {"empty.py": "EMPTY_SOURCE", "level2/seed47.py": "NO_GPU", "saxpy.cu": "NO_GPU"}
     assert frame["error"].str.len().min() > 0 and frame["launch_index"].isna().all()
@@ -214,6 +217,37 @@ def test_each_rows_nvtx_ranges_and_target_from_real_reports(served, tmp_path):
         row = frame[frame["problem"] == f"{name}.ncu-rep"].iloc[0]
         assert json.loads(row["nvtx"]) == [{"domain": "", "push_pop": [pushed], "start_end": []}]
     assert set(frame["target"]) == {""}  # a report read: nothing ran
+    # Each row names the ncu that wrote its report (every committed one: the H200 host's 2025.3.1) and the server
+    # that read it; a report records no driver, and the reading server's is not the one it was captured under.
+    assert set(frame["ncu_version"]) == {"2025.3.1.0"} and set(frame["host"]) == {socket.gethostname()}
+    assert set(frame["driver_version"]) == {""}
+
+
+def test_each_row_carries_the_server_and_the_metric_set_that_answered(tmp_path):
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    for name in ("ran.py", "refused.py"):
+        (problems / name).write_text(f"# {name}\n")
+    shutil.copy(FIXTURES / "seed47_full.ncu-rep", problems / "read.ncu-rep")
+
+    def answer(problem: Problem) -> ProfileResult:
+        if problem.name == "refused.py":
+            raise errors.ServerUnavailable("no server answered")
+        # Two servers behind one channel: the row names the one that answered, not the one asked for capabilities.
+        served = ServerInfo(version="9.9", host="gpu-7", driver_version="580.65")
+        ran = NcuRun(version="2025.3.1.0", command="ncu ...", metric_set="" if problem.task == "analyze" else "default")
+        return ProfileResult(ok=True, kernels=[KernelResult(name="k")], server=served, ncu=ran)
+
+    asked = Capabilities(server_version="1.0", host="gpu-1", driver_version="570.10")
+    out = tmp_path / "r.parquet"
+    run_batch(discover(problems), out, answer, server=asked)
+    rows = read_results(out).set_index("problem")
+    columns = ["server_version", "host", "driver_version", "metric_set"]
+    assert rows.loc["ran.py", columns].tolist() == ["9.9", "gpu-7", "580.65", "default"]
+    # Never answered: the capabilities' server, and the metric set as asked ('' is the server's default).
+    assert rows.loc["refused.py", columns].tolist() == ["1.0", "gpu-1", "570.10", ""]
+    # A report read: the reading server's driver is not the one it was captured under.
+    assert rows.loc["read.ncu-rep", columns].tolist() == ["9.9", "gpu-7", "", ""]
 
 
 def test_cli_batch_bad_input_is_one_line(served, tmp_path):
@@ -306,3 +340,99 @@ def test_a_batch_of_reports_gets_a_column_for_each_metric_asked_for(served, tmp_
     # Without --metric and --derived, no such columns.
     again = run_cli("batch", reports, "--out", tmp_path / "plain.parquet", "--server", served)
     assert again.returncode == 0 and "dram__bytes_read.sum" not in read_results(tmp_path / "plain.parquet")
+
+
+SWEPT = """import torch
+
+batch_size = 16
+dim = 16384
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+class SweptProfiler(FakeProfiler):
+    """Reads back the constants each problem's file is sent with: its `duration` is dim, its `occupancy`
+    batch_size."""
+
+    def __call__(self, problem: Problem) -> ProfileResult:
+        self.calls.append(f"{problem.name} {dict(problem.params)} {problem.repeat}")
+        if len(self.calls) == self.stop_at:
+            raise KeyboardInterrupt
+        constants: dict = {}
+        exec(problem.content().decode().replace("import torch", ""), constants)
+        figures = {
+            "duration": FigureValue(value=float(constants["dim"]), unit="ns"),
+            "occupancy": FigureValue(value=float(constants["batch_size"]), unit="%"),
+        }
+        return ProfileResult(ok=True, kernels=[KernelResult(name="k", figures=figures)])
+
+
+def test_a_sweep_with_repeats_is_a_row_per_point_and_repeat_and_resumes(tmp_path):
+    (tmp_path / "problems").mkdir()
+    (tmp_path / "problems" / "p.py").write_text(SWEPT)
+    problems = discover(tmp_path / "problems", sweep={"dim": [1024, 4096], "batch_size": [8, 16]}, repeats=2)
+    out = tmp_path / "swept.parquet"
+    with pytest.raises(KeyboardInterrupt):
+        run_batch(problems, out, SweptProfiler(stop_at=4), concurrency=1)
+    again = SweptProfiler()
+    summary = run_batch(problems, out, again, concurrency=1)
+    # Three finished before the interruption; the other five, each grid point and repeat its own problem, now.
+    assert (summary.total, summary.resumed, summary.ok) == (8, 3, 8) and len(again.calls) == 5
+    frame = read_results(out)
+    assert list(frame.columns) == [*COLUMNS, "param_batch_size", "param_dim", "duration", "occupancy"]
+    assert str(frame["param_dim"].dtype) == "Int64" and str(frame["repeat"].dtype) == "Int64"
+    points = list(zip(frame["param_dim"], frame["param_batch_size"], frame["repeat"], strict=True))
+    assert points == [(dim, batch, repeat) for dim in (1024, 4096) for batch in (8, 16) for repeat in (0, 1)]
+    # What ran is what the row says: the file as sent held each point's values.
+    assert list(frame["duration"]) == list(frame["param_dim"].astype(float))
+    assert list(frame["occupancy"]) == list(frame["param_batch_size"].astype(float))
+    assert json.loads(frame["params"].iloc[0]) == {"batch_size": 8, "dim": 1024}
+    assert pq.read_schema(out).metadata[b"profsvc_schema_version"] == b"2"
+    # The file on disk is never written to.
+    assert (tmp_path / "problems" / "p.py").read_text() == SWEPT
+
+
+def test_swept_values_of_other_kinds_keep_a_column_each(tmp_path):
+    (tmp_path / "p.py").write_text(SWEPT + "mode = 'fast'\nshape = (1, 2)\nscale = 1\n")
+    manifest = tmp_path / "m.jsonl"
+    sweep = {"mode": ["fast", "slow"], "shape": [[1, 2], [3, 4]], "scale": [1, 2.5]}
+    manifest.write_text(json.dumps({"file": "p.py", "sweep": sweep}) + '\n{"file": "q.py"}\n')
+    (tmp_path / "q.py").write_text("# unswept\n")
+    out = tmp_path / "r.parquet"
+    run_batch(discover(manifest), out, FakeProfiler())
+    frame = read_results(out)
+    assert str(frame["param_scale"].dtype) == "float64" and frame["param_mode"].iloc[0] == "fast"
+    # A value of no column type of its own is JSON; a problem without the constant has none.
+    assert list(frame["param_shape"].iloc[:2]) == ["[1, 2]", "[1, 2]"] and pd.isna(frame["param_shape"].iloc[-1])
+    assert frame["params"].iloc[-1] == "{}" and frame["repeat"].iloc[-1] == 0
+
+
+@no_gpu_only
+def test_cli_batch_sweep_against_a_server_without_gpu(served, tmp_path):
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    # A published problem's names (the server checks them before it finds no GPU).
+    (problems / "p.py").write_text(SWEPT + "\n\nclass Model:\n    pass\n")
+    out = tmp_path / "r.parquet"
+    grid = ["--sweep", "dim=1024,4096", "--sweep", "batch_size=8,16", "--repeat", "2"]
+    done = run_cli("batch", problems, "--out", out, "--server", served, *grid)
+    assert done.returncode == 1, done.stderr
+    assert "8 problems (0 from the checkpoint, 8 run)" in done.stderr
+    frame = read_results(out)
+    assert set(frame["status"]) == {"NO_GPU"} and len(frame) == 8
+    assert sorted(zip(frame["param_dim"], frame["param_batch_size"], frame["repeat"], strict=True)) == [
+        (dim, batch, repeat) for dim in (1024, 4096) for batch in (8, 16) for repeat in (0, 1)
+    ]
+    bad = run_cli("batch", problems, "--out", out, "--server", served, "--sweep", "channels=3")
+    assert bad.returncode == 2
+    assert bad.stderr == (
+        "profsvc: error: p.py: cannot sweep channels: the module has no top-level assignment `channels = ...`"
+        " [BAD_ARGUMENT]\n"
+    )

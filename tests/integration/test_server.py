@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+from importlib.metadata import version
 
 import grpc
 import pytest
@@ -26,6 +27,7 @@ no_gpu_only = pytest.mark.skipif(HAS_GPU, reason="checks the answer of a server 
 def test_capabilities(client):
     caps = client.capabilities()
     assert caps.server_version
+    assert caps.host == socket.gethostname()
     assert {s.name for s in caps.metric_sets} >= {"default", "basic", "full"}
     assert caps.profiling_available == (not caps.unavailable_reason)
 
@@ -40,6 +42,11 @@ def test_analyze_over_grpc_equals_the_reader(client, report):
     assert all(k.hints for k in result.kernels)
     assert result.device == direct.device
     assert "=== profsvc kernel profile ===" in result.report_text
+    # The ncu that wrote the report, as its session records it (the H200 host's, for every committed report).
+    assert result.ncu.version == "2025.3.1.0" and result.ncu.command == ""
+    assert "report written by ncu 2025.3.1.0" in result.report_text
+    # The server that answered, for results kept apart from it (a batch's rows).
+    assert result.server.host == socket.gethostname() and result.server.version == version("profsvc")
 
 
 def test_analyze_filter_by_name(client):

@@ -18,6 +18,7 @@ EXPORTED = [
     "ProfsvcError",
     "Progress",
     "Reason",
+    "RepeatResult",
     "SourceFile",
     "SourceKind",
     "load_source",

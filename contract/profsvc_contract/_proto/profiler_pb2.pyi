@@ -119,7 +119,7 @@ class MetricSet(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
 
 class GetCapabilitiesResponse(_message.Message):
-    __slots__ = ("server_version", "gpus", "driver_version", "ncu_version", "metric_sets", "profiling_available", "unavailable_reason", "nvcc_version", "isolation", "figures")
+    __slots__ = ("server_version", "gpus", "driver_version", "ncu_version", "metric_sets", "profiling_available", "unavailable_reason", "nvcc_version", "isolation", "figures", "host")
     SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
     DRIVER_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +130,7 @@ class GetCapabilitiesResponse(_message.Message):
     NVCC_VERSION_FIELD_NUMBER: _ClassVar[int]
     ISOLATION_FIELD_NUMBER: _ClassVar[int]
     FIGURES_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
     server_version: str
     gpus: _containers.RepeatedCompositeFieldContainer[GpuInfo]
     driver_version: str
@@ -140,7 +141,8 @@ class GetCapabilitiesResponse(_message.Message):
     nvcc_version: str
     isolation: str
     figures: _containers.RepeatedCompositeFieldContainer[FigureInfo]
-    def __init__(self, server_version: _Optional[str] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., driver_version: _Optional[str] = ..., ncu_version: _Optional[str] = ..., metric_sets: _Optional[_Iterable[_Union[MetricSet, _Mapping]]] = ..., profiling_available: _Optional[bool] = ..., unavailable_reason: _Optional[str] = ..., nvcc_version: _Optional[str] = ..., isolation: _Optional[str] = ..., figures: _Optional[_Iterable[_Union[FigureInfo, _Mapping]]] = ...) -> None: ...
+    host: str
+    def __init__(self, server_version: _Optional[str] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., driver_version: _Optional[str] = ..., ncu_version: _Optional[str] = ..., metric_sets: _Optional[_Iterable[_Union[MetricSet, _Mapping]]] = ..., profiling_available: _Optional[bool] = ..., unavailable_reason: _Optional[str] = ..., nvcc_version: _Optional[str] = ..., isolation: _Optional[str] = ..., figures: _Optional[_Iterable[_Union[FigureInfo, _Mapping]]] = ..., host: _Optional[str] = ...) -> None: ...
 
 class FigureInfo(_message.Message):
     __slots__ = ("name", "unit", "label")
@@ -527,16 +529,18 @@ class ArtifactRef(_message.Message):
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., content_type: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
 
 class NcuRun(_message.Message):
-    __slots__ = ("version", "command", "passes", "seconds")
+    __slots__ = ("version", "command", "passes", "seconds", "metric_set")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     PASSES_FIELD_NUMBER: _ClassVar[int]
     SECONDS_FIELD_NUMBER: _ClassVar[int]
+    METRIC_SET_FIELD_NUMBER: _ClassVar[int]
     version: str
     command: str
     passes: _containers.RepeatedScalarFieldContainer[int]
     seconds: float
-    def __init__(self, version: _Optional[str] = ..., command: _Optional[str] = ..., passes: _Optional[_Iterable[int]] = ..., seconds: _Optional[float] = ...) -> None: ...
+    metric_set: str
+    def __init__(self, version: _Optional[str] = ..., command: _Optional[str] = ..., passes: _Optional[_Iterable[int]] = ..., seconds: _Optional[float] = ..., metric_set: _Optional[str] = ...) -> None: ...
 
 class JobError(_message.Message):
     __slots__ = ("kind", "message", "stage", "kernel", "detail")
@@ -553,7 +557,7 @@ class JobError(_message.Message):
     def __init__(self, kind: _Optional[str] = ..., message: _Optional[str] = ..., stage: _Optional[_Union[Stage, str]] = ..., kernel: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class ProfileResult(_message.Message):
-    __slots__ = ("ok", "job_id", "device", "kernels", "compile", "artifacts", "ncu", "error", "report_text", "warnings", "aggregate", "delta", "session_id", "target", "timings", "report_markdown")
+    __slots__ = ("ok", "job_id", "device", "kernels", "compile", "artifacts", "ncu", "error", "report_text", "warnings", "aggregate", "delta", "session_id", "target", "timings", "report_markdown", "server")
     class TimingsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -577,6 +581,7 @@ class ProfileResult(_message.Message):
     TARGET_FIELD_NUMBER: _ClassVar[int]
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
     REPORT_MARKDOWN_FIELD_NUMBER: _ClassVar[int]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     job_id: str
     device: DeviceInfo
@@ -593,7 +598,18 @@ class ProfileResult(_message.Message):
     target: str
     timings: _containers.ScalarMap[str, float]
     report_markdown: str
-    def __init__(self, ok: _Optional[bool] = ..., job_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., kernels: _Optional[_Iterable[_Union[KernelResult, _Mapping]]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., ncu: _Optional[_Union[NcuRun, _Mapping]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., report_text: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., aggregate: _Optional[_Union[Aggregate, _Mapping]] = ..., delta: _Optional[_Iterable[_Union[DeltaRow, _Mapping]]] = ..., session_id: _Optional[str] = ..., target: _Optional[str] = ..., timings: _Optional[_Mapping[str, float]] = ..., report_markdown: _Optional[str] = ...) -> None: ...
+    server: ServerInfo
+    def __init__(self, ok: _Optional[bool] = ..., job_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., kernels: _Optional[_Iterable[_Union[KernelResult, _Mapping]]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., ncu: _Optional[_Union[NcuRun, _Mapping]] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., report_text: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., aggregate: _Optional[_Union[Aggregate, _Mapping]] = ..., delta: _Optional[_Iterable[_Union[DeltaRow, _Mapping]]] = ..., session_id: _Optional[str] = ..., target: _Optional[str] = ..., timings: _Optional[_Mapping[str, float]] = ..., report_markdown: _Optional[str] = ..., server: _Optional[_Union[ServerInfo, _Mapping]] = ...) -> None: ...
+
+class ServerInfo(_message.Message):
+    __slots__ = ("version", "host", "driver_version")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    DRIVER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    host: str
+    driver_version: str
+    def __init__(self, version: _Optional[str] = ..., host: _Optional[str] = ..., driver_version: _Optional[str] = ...) -> None: ...
 
 class AnalyzeRequest(_message.Message):
     __slots__ = ("chunk", "filename", "filter", "session_id", "size", "metrics", "derived", "html_report")
