@@ -371,12 +371,13 @@ class Scheduler:
         self,
         source: SourceSpec,
         mode: str,
-        options: dict[str, int],
+        options: dict[str, int | str],
         progress: ProgressSink | None = None,
         own_kernel: bool = True,
     ) -> tuple[CompileResult, HarnessStatus | None]:
         """Build, then run `mode` (correctness, benchmark, evaluate) on a GPU: the judge in one cell, the
-        candidate's process in another (profsvc.worker.judge); the judge's status is the answer.
+        candidate's process in another (profsvc.worker.judge); the judge's status is the answer. `options`: the
+        judge's (trials, timed-calls, warmup, precision).
         `own_kernel`: a call that launches no kernel of the candidate's own fails correctness."""
         self.require_gpu()
         async with self._admit(progress) as job:
@@ -392,7 +393,7 @@ class Scheduler:
             return compiled, status
 
     async def _judged(
-        self, source: SourceSpec, mode: str, options: dict[str, int], gpu: int, own_kernel: bool
+        self, source: SourceSpec, mode: str, options: dict[str, int | str], gpu: int, own_kernel: bool
     ) -> HarnessStatus:
         """The judge and the candidate's process, paired by a relay; the judge's status."""
         relay = Relay()
@@ -416,7 +417,7 @@ class Scheduler:
             command = [self.config.python, "-m", JUDGE_MODULE, "--reference", str(cell / reference_name)]
             command += ["--cache", str(self.cache.root)]
             command += ["--status", str(cell / status_name), "--mode", mode]
-            # The options a mode names (trials, timed-calls, warmup); the judge's defaults for the others.
+            # The options a mode names (trials, timed-calls, warmup, precision); the judge's defaults for the others.
             for name, value in options.items():
                 command += [f"--{name}", str(value)]
             if alone:
