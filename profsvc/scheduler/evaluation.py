@@ -16,7 +16,9 @@ from profsvc.staticcheck.policy import Level
 from profsvc.staticcheck.rules import load_rules
 from profsvc.telemetry import collect_timings
 from profsvc_contract.models import (
+    DEFAULT_CLOCK_CONTROL,
     BenchmarkResult,
+    ClockControl,
     CompileResult,
     CorrectnessResult,
     EvaluateResult,
@@ -106,14 +108,15 @@ async def evaluate(
     progress: ProgressSink | None = None,
     session: SessionKey | None = None,
     policy: Policy | None = None,
+    clock_control: ClockControl = DEFAULT_CLOCK_CONTROL,
 ) -> EvaluateResult:
     """Static check, build, correctness, timing, memory, launches, then (correct candidates) a profile and SOL,
-    all in the source's precision.
+    all in the source's precision; ncu sets the clocks as `clock_control` says.
 
     The static check's verdict under `policy` is part of the evaluation's: an error finding fails it.
     """
     with collect_timings() as timings:
-        result = await _evaluate(scheduler, source, trials, skip_profile, progress, session, policy)
+        result = await _evaluate(scheduler, source, trials, skip_profile, progress, session, policy, clock_control)
     result.timings = timings
     return result
 
@@ -126,6 +129,7 @@ async def _evaluate(
     progress: ProgressSink | None,
     session: SessionKey | None,
     policy: Policy | None,
+    clock_control: ClockControl,
 ) -> EvaluateResult:
     result = EvaluateResult(static_check=static_check(source, policy), precision=source.precision)
     options: dict[str, int | str] = {
@@ -147,7 +151,8 @@ async def _evaluate(
             result.benchmark = BenchmarkResult.model_validate({**status.benchmark, "compile": compiled})
     result.correctness.precision = result.benchmark.precision = source.precision
     if result.correctness.ok and not skip_profile:
-        result.profile = await scheduler.profile(ProfileSpec(source=source, session=session), progress)
+        spec = ProfileSpec(source=source, session=session, clock_control=clock_control)
+        result.profile = await scheduler.profile(spec, progress)
         result.sol_pct = sol_pct(result.profile) if result.profile.ok else None
         result.sol_definition = SOL_DEFINITION
     elif skip_profile:

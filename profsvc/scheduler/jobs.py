@@ -9,7 +9,16 @@ from pathlib import Path
 from profsvc.metrics.derived import parse_derived
 from profsvc.ncu.metric_sets import MetricSetSpec
 from profsvc.scheduler.sessions import SessionKey
-from profsvc_contract.models import DEFAULT_PRECISION, KernelFilter, Precision, Progress, SourceKind, Target
+from profsvc_contract.models import (
+    DEFAULT_CLOCK_CONTROL,
+    DEFAULT_PRECISION,
+    ClockControl,
+    KernelFilter,
+    Precision,
+    Progress,
+    SourceKind,
+    Target,
+)
 
 ProgressSink = Callable[[Progress], None]
 
@@ -54,6 +63,7 @@ class ProfileSpec:
     derived: tuple[str, ...] = ()
     # Also write the HTML report (a few MB: asked for, not written for every result).
     html_report: bool = False
+    clock_control: ClockControl = DEFAULT_CLOCK_CONTROL
 
     def collected(self) -> tuple[str, ...]:
         """Every ncu metric to collect besides the set's: those named, and those the formulas read."""

@@ -492,6 +492,7 @@ class Scheduler:
             name_regex=kernel_filter.name_regex,
             launch_count=min(count, self.config.limits.max_launches),
             launch_skip=kernel_filter.launch_skip,
+            clock_control=spec.clock_control,
         )
 
     def _default_ncu_options(self, report: Path) -> NcuOptions:
@@ -510,6 +511,14 @@ class Scheduler:
             launch_count=options.launch_count + 1,
         )
 
+    def _takes_warm_worker(self, options: NcuOptions, target: RunTarget, kind: str) -> bool:
+        """Whether the warm ncu worker `kind` may run the target. Its ncu started ahead of the job with the default
+        options, which it cannot change: a job with any other (a clock control, a metric set, a filter) would be
+        served with the worker's, so it starts a fresh ncu."""
+        return (
+            target.warm and options == self._default_ncu_options(options.export_path) and kind in self.standby.kinds()
+        )
+
     async def _run_ncu(
         self, job: _Job, gpu: int, options: NcuOptions, target: RunTarget, on_progress: Callable[[NcuProgress], None]
     ) -> NcuOutcome:
@@ -520,9 +529,7 @@ class Scheduler:
         ncu = self.host.ncu.path
         kind = f"ncu-gpu{gpu}"
         make_argv = target.argv
-        warm = (
-            target.warm and options == self._default_ncu_options(options.export_path) and kind in self.standby.kinds()
-        )
+        warm = self._takes_warm_worker(options, target, kind)
         # A primed worker's own kernel is ncu's first; the analysis leaves it out of the report's too.
         parser = ProgressParser(on_progress, skip_kernels=1 if warm and self._prime_ncu_workers else 0)
         commands: list[list[str]] = []
@@ -614,6 +621,7 @@ class Scheduler:
                 command=shlex.join(outcome.command),
                 passes=outcome.passes,
                 seconds=outcome.seconds,
+                clock_control=options.clock_control,
             )
             locations = dict(target.locations)
             status: HarnessStatus | None = None

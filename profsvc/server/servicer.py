@@ -25,6 +25,7 @@ from profsvc.server.auth import Authenticator
 from profsvc.server.status import new_request_id, status_for_exception
 from profsvc.server.uploads import Uploads
 from profsvc.server.validation import (
+    validate_clock_control,
     validate_count,
     validate_derived,
     validate_filter,
@@ -181,6 +182,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
                 derived=validate_derived(request.derived, metrics),
                 html_report=request.html_report,
                 session=self._session(context, request.session_id),
+                clock_control=validate_clock_control(enum_value(request, "clock_control")),
             )
             return await self.scheduler.profile(spec, progress)
 
@@ -237,7 +239,10 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
             trials = validate_count(request.trials, "trials", self.config.limits.max_trials)
             session = self._session(context, request.session_id)
             policy = validate_policy(_request_model(request.policy, StaticPolicy))
-            return await evaluate(self.scheduler, source, trials, request.skip_profile, progress, session, policy)
+            clock_control = validate_clock_control(enum_value(request, "clock_control"))
+            return await evaluate(
+                self.scheduler, source, trials, request.skip_profile, progress, session, policy, clock_control
+            )
 
         async for message in self._stream(
             context,

@@ -12,6 +12,7 @@ from tests.security.servers import raw_call, served
 
 SOURCE = pb.KernelSource(main=pb.SourceFile(name="seed47.py", content=(FIXTURES / "seed47.py").read_bytes()))
 PRECISIONS = "precision '9' is not one of fp32, fp16, bf16"
+CLOCK_CONTROLS = "clock control '9' is not one of none, base"
 CASES = {
     "CheckCorrectness precision": (
         "CheckCorrectness",
@@ -20,8 +21,14 @@ CASES = {
     ),
     "Benchmark precision": ("Benchmark", pb.BenchmarkRequest(source=SOURCE, precision=9), PRECISIONS),
     "Evaluate precision": ("Evaluate", pb.EvaluateRequest(source=SOURCE, precision=9), PRECISIONS),
+    "Evaluate clock control": (
+        "Evaluate",
+        pb.EvaluateRequest(source=SOURCE, precision=pb.PRECISION_BF16, clock_control=9),
+        CLOCK_CONTROLS,
+    ),
+    "Profile clock control": ("Profile", pb.ProfileRequest(source=SOURCE, clock_control=9), CLOCK_CONTROLS),
 }
-STREAMED = {"Evaluate"}
+STREAMED = {"Evaluate", "Profile"}
 
 
 @pytest.fixture(scope="module")

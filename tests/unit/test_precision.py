@@ -20,6 +20,7 @@ from profsvc.worker.correctness import compare
 from profsvc.worker.precision import cast_model, cast_values, tolerances
 from profsvc_contract.models import (
     DEFAULT_PRECISION,
+    ClockControl,
     CompileResult,
     GpuInfo,
     Precision,
@@ -167,13 +168,15 @@ def test_the_judge_is_told_the_precision_and_the_results_state_it(precision):
     assert f"({precision.value})" in checked.report_text
 
 
-def test_an_evaluation_runs_correctness_timing_and_its_profile_in_its_precision(tmp_path):
+def test_an_evaluation_runs_correctness_timing_and_its_profile_in_its_precision_with_its_clock_control(tmp_path):
     scheduler = _Scheduler()
-    result = asyncio.run(evaluate(scheduler, _problem(Precision.FP16), 0, False))  # type: ignore[arg-type]
+    result = asyncio.run(
+        evaluate(scheduler, _problem(Precision.FP16), 0, False, clock_control=ClockControl.BASE)  # type: ignore[arg-type]
+    )
     assert [(mode, options["precision"]) for mode, options in scheduler.checks] == [("evaluate", "fp16")]
     assert result.precision is result.correctness.precision is result.benchmark.precision is Precision.FP16
     (spec,) = scheduler.profiles
-    assert spec.source.precision is Precision.FP16
+    assert spec.clock_control is ClockControl.BASE and spec.source.precision is Precision.FP16
     # The profiled call is the harness's, in the same precision.
     host = HostInfo(gpus=[GpuInfo(index=0, name="NVIDIA H200", compute_capability="9.0", memory_bytes=1 << 30)])
     kinds = Scheduler(ServerConfig(state_dir=tmp_path / "state"), host, None, Telemetry()).kinds

@@ -7,6 +7,7 @@ import pytest
 from profsvc.config import Limits
 from profsvc.kinds import Verb
 from profsvc.server.validation import (
+    validate_clock_control,
     validate_derived,
     validate_filter,
     validate_metric_set,
@@ -17,7 +18,7 @@ from profsvc.server.validation import (
 from profsvc_contract._proto import profiler_pb2 as pb
 from profsvc_contract.convert import enum_value
 from profsvc_contract.errors import InvalidRequest, Reason
-from profsvc_contract.models import KernelFilter, KernelSource, Precision, SourceFile, SourceKind
+from profsvc_contract.models import ClockControl, KernelFilter, KernelSource, Precision, SourceFile, SourceKind
 from tests.conftest import FIXTURES
 
 LIMITS = Limits(max_source_bytes=4096)
@@ -191,9 +192,23 @@ def test_a_requests_precision_and_its_default(number, expected):
 
 
 @pytest.mark.parametrize(
+    ("number", "expected"),
+    [
+        (pb.CLOCK_CONTROL_UNSPECIFIED, ClockControl.NONE),
+        (pb.CLOCK_CONTROL_NONE, ClockControl.NONE),
+        (pb.CLOCK_CONTROL_BASE, ClockControl.BASE),
+    ],
+)
+def test_a_requests_clock_control_and_its_default(number, expected):
+    request = pb.ProfileRequest(clock_control=number)
+    assert validate_clock_control(enum_value(request, "clock_control")) is expected
+
+
+@pytest.mark.parametrize(
     ("message", "field", "validate", "choices"),
     [
         (pb.EvaluateRequest, "precision", validate_precision, "fp32, fp16, bf16"),
+        (pb.EvaluateRequest, "clock_control", validate_clock_control, "none, base"),
     ],
 )
 def test_a_value_this_server_does_not_know_is_refused_listing_the_choices(message, field, validate, choices):
