@@ -9,7 +9,8 @@ INPUT is a directory of problem files (*.py Python problems, *.cu CUDA programs,
     {"file": "level1/matmul.py", "kernel": "gemm", "metric_set": "full", "tags": {"level": "1"}}
 
 (`file` relative to the manifest; the others optional, defaulting to the
-command's --kernel, --metric-set and --task). A problem's task is `profile`
+command's --kernel, --metric-set and --task; --clock-control applies to every
+profile). A problem's task is `profile`
 (needs a GPU), `lint` (the static check) or `analyze` (a .ncu-rep; both CPU only).
 Problems run through the server by a pool of threads sharing one ProfilerClient
 (a gRPC channel is thread-safe; with several servers its round_robin policy
@@ -18,7 +19,7 @@ spreads the calls), or, with --cluster, as one Dask task each
 
 Each finished problem is appended, flushed and synced, as one line of
 `<out>.partial.jsonl`. A rerun skips the problems that file already holds
-(same relative path, file content, metric set and kernel filter), except those
+(same relative path, file content, metric set, kernel filter and clock control), except those
 that failed for the server's sake (unreachable, queue full, no GPU, ...), and
 then writes the parquet from it: one row per profiled kernel launch, a failed
 problem as one row with its status and error. Figures are float64 columns
@@ -46,7 +47,9 @@ from typing import IO, TYPE_CHECKING, Any
 from profsvc_client.client import ProfilerClient
 from profsvc_contract import errors
 from profsvc_contract.models import (
+    DEFAULT_CLOCK_CONTROL,
     Capabilities,
+    ClockControl,
     FigureInfo,
     KernelFilter,
     KernelSource,
@@ -68,7 +71,8 @@ GPU_TASKS = frozenset({"profile"})
 # The fixed columns, in order; figure columns follow in name order. `worker`: the Dask worker that ran the
 # problem ('' without --cluster); `findings`: the static check's findings as JSON ('[]' for other tasks);
 # `target`: what ran (a problem's "candidate" or "reference", or "program"); `nvtx`: the NVTX ranges the
-# launch ran under, as JSON (a list of {domain, push_pop, start_end}).
+# launch ran under, as JSON (a list of {domain, push_pop, start_end}); `clock_control`: how ncu set the clocks, as
+# the result states it ('' where no ncu ran).
 COLUMNS = (
     "problem",
     "task",
@@ -82,6 +86,7 @@ COLUMNS = (
     "tags",
     "metric_set",
     "kernel_regex",
+    "clock_control",
     "worker",
     "wall_seconds",
     "compile_seconds",
@@ -101,6 +106,7 @@ COLUMN_DEFAULTS = {
     "compute_capability": "",
     "ncu_version": "",
     "server_version": "",
+    "clock_control": "",
 }
 # The parquet's schema version (its metadata key PARQUET_SCHEMA_KEY): raised when a column is renamed, removed or
 # changes meaning.
@@ -141,14 +147,19 @@ class Problem:
     # ncu metrics to report besides the catalog's, and derived ones (NAME=FORMULA): a column each.
     metrics: tuple[str, ...] = ()
     derived: tuple[str, ...] = ()
+    # How ncu sets the clocks for a profile.
+    clock_control: ClockControl = DEFAULT_CLOCK_CONTROL
 
     @property
     def key(self) -> str:
         """What makes a problem the same on a rerun: relative path, content, metric set, kernel filter, task,
-        the metrics asked for."""
+        the metrics asked for, the clock control."""
         parts = [self.name, self.digest, self.metric_set, self.kernel_regex]
         if self.metrics or self.derived:
             parts += [*self.metrics, "|", *self.derived]
+        # Only where it is not the default: keys made before the option existed still resume.
+        if self.clock_control != DEFAULT_CLOCK_CONTROL:
+            parts += ["clock_control", self.clock_control.value]
         # A profile's key is the one checkpoints held before tasks existed: they still resume.
         identity = json.dumps(parts if self.task == "profile" else [*parts, self.task])
         return hashlib.sha256(identity.encode()).hexdigest()
@@ -267,14 +278,16 @@ def discover(
     task: str = "profile",
     metrics: Sequence[str] = (),
     derived: Sequence[str] = (),
+    clock_control: ClockControl | str = DEFAULT_CLOCK_CONTROL,
 ) -> list[Problem]:
     """The problems of a directory or a JSONL manifest; --kernel, --metric-set and --task are the defaults.
 
     `task` applies to source files (profile or lint); a .ncu-rep is always analyzed. `metrics` and `derived`
-    (--metric, --derived) apply to every profile and analyze.
+    (--metric, --derived) apply to every profile and analyze, `clock_control` to every profile.
     """
     if task not in ("profile", "lint"):
         raise errors.InvalidRequest(f"--task is profile or lint, not {task!r} (a .ncu-rep is analyzed by itself)")
+    clocks = ClockControl.named(clock_control, "--clock-control")
     if source.is_dir():
         problems = _from_directory(source, kernel_regex, metric_set, task)
     elif source.is_file():
@@ -295,6 +308,8 @@ def discover(
         problems = [
             replace(p, metrics=tuple(metrics), derived=tuple(derived)) if p.task != "lint" else p for p in problems
         ]
+    if clocks not in (ClockControl.UNSPECIFIED, DEFAULT_CLOCK_CONTROL):
+        problems = [replace(p, clock_control=clocks) if p.task == "profile" else p for p in problems]
     seen: dict[str, str] = {}
     for problem in problems:
         if problem.key in seen:
@@ -348,6 +363,7 @@ def run_task(client: ProfilerClient, problem: Problem, content: bytes) -> Proble
         metric_set=problem.metric_set,
         metrics=problem.metrics,
         derived=problem.derived,
+        clock_control=problem.clock_control,
     )
 
 
@@ -366,6 +382,7 @@ def record_of(
         "task": problem.task,
         "metric_set": problem.metric_set,
         "kernel_regex": problem.kernel_regex,
+        "clock_control": "",
         "tags": dict(problem.tags),
         "status": status,
         "error": error,
@@ -390,6 +407,8 @@ def record_of(
         record["target"] = result.target
         record["device"], record["compute_capability"] = result.device.name, result.device.compute_capability
         record["ncu_version"] = result.ncu.version
+        if result.ncu.clock_control is not ClockControl.UNSPECIFIED:
+            record["clock_control"] = result.ncu.clock_control.value
         for kernel in result.kernels:
             record["units"].update({name: figure.unit for name, figure in kernel.figures.items()})
             record["units"].update({name: metric.unit for name, metric in kernel.metrics.items()})
