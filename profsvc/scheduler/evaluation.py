@@ -9,6 +9,8 @@ from profsvc.report.markdown import render_evaluation_markdown
 from profsvc.report.static_text import render_static_check
 from profsvc.report.tool_text import render_benchmark_lines, render_correctness_lines
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
+from profsvc.scheduler.judging import run_checks
+from profsvc.scheduler.profiling import profile
 from profsvc.scheduler.scheduler import Scheduler
 from profsvc.scheduler.sessions import SessionKey
 from profsvc.staticcheck import Policy, check_source, make_policy
@@ -69,7 +71,7 @@ async def check_correctness(
     """Run the correctness trials in the source's precision."""
     options: dict[str, int | str] = {"trials": trials or DEFAULT_TRIALS, "precision": source.precision.value}
     with collect_timings() as timings:
-        compiled, status = await scheduler.run_checks(source, "correctness", options, progress)
+        compiled, status = await run_checks(scheduler, source, "correctness", options, progress)
     if status is None or not status.ok or status.correctness is None:
         error = _job_error(compiled, status)
         result = CorrectnessResult(compile=compiled, error=error, message="could not run", timings=timings)
@@ -90,7 +92,7 @@ async def benchmark(
         "precision": source.precision.value,
     }
     with collect_timings() as timings:
-        compiled, status = await scheduler.run_checks(source, "benchmark", options, progress)
+        compiled, status = await run_checks(scheduler, source, "benchmark", options, progress)
     if status is None or not status.ok or status.benchmark is None:
         result = BenchmarkResult(compile=compiled, error=_job_error(compiled, status), timings=timings)
     else:
@@ -140,7 +142,7 @@ async def _evaluate(
     }
     # The run-time side of no_custom_kernel (no launch of the candidate's own kernels) follows the same policy.
     own_kernel = (policy or make_policy()).level(NO_CUSTOM_KERNEL, load_rules()) is Level.ERROR
-    compiled, status = await scheduler.run_checks(source, "evaluate", options, progress, own_kernel)
+    compiled, status = await run_checks(scheduler, source, "evaluate", options, progress, own_kernel)
     if status is None or not status.ok or status.correctness is None:
         error = _job_error(compiled, status)
         result.correctness = CorrectnessResult(compile=compiled, error=error, message="could not run")
@@ -152,7 +154,7 @@ async def _evaluate(
     result.correctness.precision = result.benchmark.precision = source.precision
     if result.correctness.ok and not skip_profile:
         spec = ProfileSpec(source=source, session=session, clock_control=clock_control)
-        result.profile = await scheduler.profile(spec, progress)
+        result.profile = await profile(scheduler, spec, progress)
         result.sol_pct = sol_pct(result.profile) if result.profile.ok else None
         result.sol_definition = SOL_DEFINITION
     elif skip_profile:

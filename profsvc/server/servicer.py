@@ -19,6 +19,9 @@ from profsvc.metrics.catalog import load_catalog
 from profsvc.ncu.metric_sets import metric_sets
 from profsvc.scheduler.evaluation import benchmark, check_correctness, evaluate, static_check
 from profsvc.scheduler.jobs import ProfileSpec, ProgressSink, SourceSpec
+from profsvc.scheduler.profiling import profile
+from profsvc.scheduler.readers import CALLER
+from profsvc.scheduler.reading import analyze
 from profsvc.scheduler.scheduler import Scheduler
 from profsvc.scheduler.sessions import SessionKey
 from profsvc.server.auth import Authenticator
@@ -94,6 +97,8 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
 
     async def _guard(self, context: grpc.aio.ServicerContext, method: str, call: Callable[[], Awaitable[T]]) -> T:
         request_id = REQUEST_ID.get() or new_request_id()
+        # The caller's reports go to readers of its own (profsvc.scheduler.readers).
+        CALLER.set(self.authenticator.identity_of(context.invocation_metadata()))
         try:
             return await call()
         except (asyncio.CancelledError, grpc.aio.AbortError):
@@ -184,7 +189,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
                 session=self._session(context, request.session_id),
                 clock_control=validate_clock_control(enum_value(request, "clock_control")),
             )
-            return await self.scheduler.profile(spec, progress)
+            return await profile(self.scheduler, spec, progress)
 
         async for message in self._stream(
             context,
@@ -279,8 +284,16 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
             derived = validate_derived(first.derived, metrics)
             session = self._session(context, first.session_id)
             async with self.uploads.receive(first, requests) as upload:
-                result = await self.scheduler.analyze(
-                    upload, filename, kernel_filter, None, session, metrics, derived, html_report=first.html_report
+                result = await analyze(
+                    self.scheduler,
+                    upload,
+                    filename,
+                    kernel_filter,
+                    None,
+                    session,
+                    metrics,
+                    derived,
+                    html_report=first.html_report,
                 )
             return pb.AnalyzeResponse(result=to_proto(result, pb.ProfileResult))
 

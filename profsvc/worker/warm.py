@@ -57,7 +57,7 @@ def split_standby_args(argv: list[str]) -> tuple[Path, int] | None:
     return None
 
 
-class _Channel:
+class Channel:
     """The FIFO the server writes to, read one line at a time (a line may arrive in pieces)."""
 
     def __init__(self, directory: Path, server_pid: int) -> None:
@@ -80,10 +80,10 @@ class _Channel:
         return json.loads(line)
 
 
-def _announce(marker: Path) -> None:
-    """Create `marker` holding this pid, all at once: whoever sees the file sees its content."""
+def announce(marker: Path, content: str | None = None) -> None:
+    """Create `marker` holding `content` (by default this pid), all at once: whoever sees the file sees it."""
     partial = marker.with_name(marker.name + ".partial")
-    partial.write_text(str(os.getpid()))
+    partial.write_text(str(os.getpid()) if content is None else content)
     partial.replace(marker)
 
 
@@ -95,12 +95,12 @@ def wait_for_job(
     With `prime` (a worker under ncu): after `warm`, say `loaded` and run `prime` once the server says so.
     """
     warm()
-    channel = _Channel(directory, server_pid)
+    channel = Channel(directory, server_pid)
     if prime is not None:
-        _announce(directory / LOADED)
+        announce(directory / LOADED)
         channel.line()
         prime()
-    _announce(directory / READY)
+    announce(directory / READY)
     job = channel.line()
     os.close(channel.fd)
     os.chdir(job["cwd"])

@@ -55,15 +55,16 @@ class Served:
 
 @contextlib.contextmanager
 def served(
-    folder: Path, *flags: str | Path, token: str | None = None, token_file: Path | None = None
+    folder: Path, *flags: str | Path, token: str | None = None, token_file: Path | None = None, warm: bool = False
 ) -> Iterator[Served]:
-    """`profsvc serve --no-warm-workers` on a free loopback port, with `flags`; stopped (SIGTERM) after."""
+    """`profsvc serve` on a free loopback port, with `flags`, without warm workers unless `warm`; stopped
+    (SIGTERM) after."""
     state, log = folder / "state", folder / "server.log"
     if token is not None and token_file is None:
         token_file = folder / "token"
         token_file.write_text(token + "\n")
     command = [sys.executable, "-m", "profsvc_client.cli", "serve", "--port", str(free_port())]
-    command += ["--state-dir", str(state), "--no-warm-workers", *map(str, flags)]
+    command += ["--state-dir", str(state), *([] if warm else ["--no-warm-workers"]), *map(str, flags)]
     if token_file is not None:
         command += ["--token-file", str(token_file)]
     with log.open("ab") as out:

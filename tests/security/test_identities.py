@@ -90,3 +90,22 @@ def test_a_token_file_the_server_cannot_use_is_refused_in_one_line(tmp_path, con
     done = run_cli("serve", "--port", "0", "--state-dir", tmp_path, "--token-file", token_file)
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1
     assert done.stderr.startswith("profsvc: error: the token") and message in done.stderr
+
+
+def test_each_callers_reports_are_read_by_readers_of_its_own(tmp_path):
+    token_file = tmp_path / "tokens"
+    token_file.write_text(TOKEN_FILE)
+    with served(tmp_path, token_file=token_file, token="alice-token-1f2e", warm=True) as server:
+        with (
+            ProfilerClient(server.target, token="alice-token-1f2e", timeout=300) as alice,
+            ProfilerClient(server.target, token="bob-token-9c8d", timeout=300) as bob,
+        ):
+            results = [alice.analyze(SEED), bob.analyze(BIG)]
+            for _ in range(3):
+                results += [alice.analyze(SEED), bob.analyze(BIG)]
+        log = server.log_text()
+    assert all(r.ok for r in results)
+    assert {k.name for r in results[0::2] for k in r.kernels} == {"vga_linear_kernel"}  # seed47.py's kernel
+    # One reader each (their first reports ran on warm workers while it started), none shared.
+    assert log.count("a report reader for alice started") == 1
+    assert log.count("a report reader for bob started") == 1

@@ -57,6 +57,16 @@ def test_a_pure_layer_imports_nothing_of_the_server(layer):
     assert not _crossing(REPO / "profsvc" / layer, tuple(f"profsvc.{part}" for part in SERVER_SIDE))
 
 
+def test_the_scheduler_core_imports_none_of_the_paths_built_on_it():
+    # The paths (profiling, reading, finishing, judging, evaluation) stand on the core; the core knows none of
+    # them (docs/architecture.md), so a path changes without touching the queue, the lease or the lifecycle.
+    scheduler = REPO / "profsvc" / "scheduler"
+    core = "profsvc.scheduler.scheduler"
+    on_top = {f"profsvc.scheduler.{path.stem}" for path in scheduler.glob("*.py") if core in _imports(path)}
+    assert {"profsvc.scheduler.profiling", "profsvc.scheduler.reading", "profsvc.scheduler.judging"} <= on_top
+    assert not _imports(scheduler / "scheduler.py") & on_top
+
+
 def test_the_rule_can_fail():
     # The check reads real imports: a module that imports across is found.
     assert _crossing(REPO / "client" / "profsvc_client", ("profsvc_contract",))

@@ -15,6 +15,7 @@ from profsvc.ncu.command import ncu_command
 from profsvc.ncu.locate import NcuInstall
 from profsvc.report.text import render_text
 from profsvc.scheduler.jobs import ProfileSpec
+from profsvc.scheduler.ncu_options import profile_ncu_options
 from profsvc.scheduler.scheduler import Scheduler
 from profsvc.server.validation import validate_filter, validate_source
 from profsvc.telemetry import Telemetry
@@ -62,7 +63,7 @@ def _profile_command(scheduler: Scheduler, name: str, text: str, kernel_filter: 
     source = validate_source(KernelSource(main=SourceFile(name=name, content=text.encode())), Limits(), Verb.PROFILE)
     spec = ProfileSpec(source=source, kernel_filter=kernel_filter)
     target = kind_named(source.kind).run_target(scheduler.kinds, source, Built(compile=CompileResult(ok=True)))
-    options = scheduler._ncu_options(spec, cell / "report.ncu-rep", target.default_nvtx)
+    options = profile_ncu_options(spec, cell / "report.ncu-rep", target.default_nvtx, scheduler.config.limits)
     return ncu_command("ncu", options, target.argv(cell))
 
 

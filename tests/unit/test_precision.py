@@ -11,6 +11,7 @@ from profsvc.build.python_problem import HarnessStatus
 from profsvc.config import ServerConfig
 from profsvc.host import HostInfo
 from profsvc.kinds import Built, kind_named
+from profsvc.scheduler import evaluation
 from profsvc.scheduler.evaluation import benchmark, check_correctness, evaluate
 from profsvc.scheduler.jobs import ProfileSpec, SourceSpec
 from profsvc.scheduler.scheduler import Scheduler
@@ -132,7 +133,8 @@ def test_a_model_that_is_no_module_is_left_as_it_is():
 
 
 class _Scheduler:
-    """Stands in for the scheduler: records what the agent's tools ask of it, answers a judge's ok status."""
+    """Stands in for the scheduler and the paths on it that evaluation.py calls (judging.run_checks,
+    profiling.profile): records what the agent's tools ask of them, answers a judge's ok status."""
 
     def __init__(self) -> None:
         self.checks: list[tuple[str, dict[str, int | str]]] = []
@@ -150,14 +152,29 @@ class _Scheduler:
         return ProfileResult()
 
 
+@pytest.fixture
+def scheduler(monkeypatch: pytest.MonkeyPatch) -> _Scheduler:
+    """A stand-in that evaluation.py's calls of run_checks(scheduler, ...) and profile(scheduler, ...) reach."""
+    stand_in = _Scheduler()
+
+    async def run_checks(scheduler: _Scheduler, *args: object) -> tuple[CompileResult, HarnessStatus]:
+        return await scheduler.run_checks(*args)  # type: ignore[arg-type]
+
+    async def profile(scheduler: _Scheduler, *args: object) -> ProfileResult:
+        return await scheduler.profile(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(evaluation, "run_checks", run_checks)
+    monkeypatch.setattr(evaluation, "profile", profile)
+    return stand_in
+
+
 def _problem(precision: Precision) -> SourceSpec:
     text = (FIXTURES / "seed47.py").read_text()
     return SourceSpec(kind=SourceKind.PYTHON_PROBLEM, main_name="seed47.py", main_text=text, precision=precision)
 
 
 @pytest.mark.parametrize("precision", [Precision.FP32, Precision.BF16])
-def test_the_judge_is_told_the_precision_and_the_results_state_it(precision):
-    scheduler = _Scheduler()
+def test_the_judge_is_told_the_precision_and_the_results_state_it(scheduler, precision):
     checked = asyncio.run(check_correctness(scheduler, _problem(precision), 0))  # type: ignore[arg-type]
     timed = asyncio.run(benchmark(scheduler, _problem(precision), 0))  # type: ignore[arg-type]
     assert [(mode, options["precision"]) for mode, options in scheduler.checks] == [
@@ -168,8 +185,9 @@ def test_the_judge_is_told_the_precision_and_the_results_state_it(precision):
     assert f"({precision.value})" in checked.report_text
 
 
-def test_an_evaluation_runs_correctness_timing_and_its_profile_in_its_precision_with_its_clock_control(tmp_path):
-    scheduler = _Scheduler()
+def test_an_evaluation_runs_correctness_timing_and_its_profile_in_its_precision_with_its_clock_control(
+    scheduler, tmp_path
+):
     result = asyncio.run(
         evaluate(scheduler, _problem(Precision.FP16), 0, False, clock_control=ClockControl.BASE)  # type: ignore[arg-type]
     )

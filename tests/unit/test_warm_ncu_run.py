@@ -18,7 +18,9 @@ from profsvc.ncu.locate import NcuInstall
 from profsvc.proc import ProcessResult
 from profsvc.report.text import render_text
 from profsvc.scheduler.jobs import ProfileSpec, SourceSpec
-from profsvc.scheduler.scheduler import Scheduler, _Job
+from profsvc.scheduler.ncu_options import default_ncu_options, profile_ncu_options, warm_ncu_options
+from profsvc.scheduler.profiling import _run_ncu
+from profsvc.scheduler.scheduler import Job, Scheduler
 from profsvc.server import app
 from profsvc.telemetry import Telemetry
 from profsvc.worker.warm import WARM_PROFILER
@@ -47,7 +49,9 @@ def test_a_one_gpu_host_primes_its_ncu_workers_with_their_own_range(tmp_path):
     spec = scheduler._ncu_standby_spec(0)
     assert spec.prime_lock is scheduler._gpu_locks[0]
     assert spec.environment(tmp_path)[WARM_PROFILER] == "1"
-    default, warm = (f(tmp_path / "r.ncu-rep") for f in (scheduler._default_ncu_options, scheduler._warm_ncu_options))
+    limits = scheduler.config.limits
+    default = default_ncu_options(tmp_path / "r.ncu-rep", limits)
+    warm = warm_ncu_options(tmp_path / "r.ncu-rep", limits, scheduler.prime_ncu_workers)
     # ncu's syntax for a push/pop range of a named domain (Nsight Compute CLI guide, NVTX filtering).
     assert default.nvtx_include == ["profsvc@profsvc/"]
     assert warm.nvtx_include == ["profsvc@profsvc/", "profsvc@profsvc-warmup/"]
@@ -65,7 +69,8 @@ def test_no_priming_with_several_gpus_or_when_turned_off(tmp_path, gpus, config)
         assert spec.prime_lock is None
         assert WARM_PROFILER not in spec.environment(tmp_path)
     report = tmp_path / "r.ncu-rep"
-    assert scheduler._warm_ncu_options(report) == scheduler._default_ncu_options(report)
+    limits = scheduler.config.limits
+    assert warm_ncu_options(report, limits, scheduler.prime_ncu_workers) == default_ncu_options(report, limits)
 
 
 def _clock_control(argv: list[str]) -> str:
@@ -97,11 +102,10 @@ def test_a_clock_control_the_warm_worker_lacks_starts_a_fresh_ncu(tmp_path, monk
 
     monkeypatch.setattr(scheduler.cells, "run", run)
     source = SourceSpec(kind=SourceKind.PYTHON_PROBLEM, main_name="p.py", main_text="")
-    options = scheduler._ncu_options(
-        ProfileSpec(source=source, clock_control=clock_control), tmp_path / "report.ncu-rep", [MEASURED_INCLUDE]
-    )
+    spec = ProfileSpec(source=source, clock_control=clock_control)
+    options = profile_ncu_options(spec, tmp_path / "report.ncu-rep", [MEASURED_INCLUDE], scheduler.config.limits)
     target = RunTarget(argv=lambda cell: ["python", "-m", "profsvc.worker.harness"], files={}, readonly=[], warm=True)
-    outcome = asyncio.run(scheduler._run_ncu(_Job("j", tmp_path, None, {}), 0, options, target, lambda _: None))
+    outcome = asyncio.run(_run_ncu(scheduler, Job("j", tmp_path, None, {}), 0, options, target, lambda _: None))
     assert kinds == [taken]
     # The command the result states: the clocks the kernels were profiled under.
     assert _clock_control(outcome.command) == clock_control.value

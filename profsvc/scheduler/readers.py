@@ -1,0 +1,263 @@
+"""Readers that stay: each caller's reports read by long-lived reader processes of that caller's own.
+
+A warm analyze worker reads one report and exits, so every report pays a reader's
+start (about a second of CPU: imports, tables, matplotlib, ncu_report's
+disassembler) even when it is paid ahead. Under many clients on a small host that
+start is the bottleneck. A reader here (profsvc.worker.reader) reads report after
+report in its jail; it serves one caller identity only (profsvc.server.auth: one
+per token), so a report that subverted the native reader could see nothing but
+its own caller's later reports. A caller has at most `per_caller` readers; a
+reader is replaced after `max_jobs` reports, ended after `idle_s` unused, and
+killed when a job outlasts its limit or it dies mid-job (the job then fails as a
+crashed reader's would).
+
+The caller is the `CALLER` context variable, set by the servicer for each call;
+work with no caller (the embedded service, a cluster worker) reads on warm
+workers as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import itertools
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from profsvc.proc import ProcessResult, StartedProcess
+from profsvc.scheduler.warm_pool import StandbySpec
+from profsvc.worker.reader import STATUS, STDERR, STDOUT, job_folder
+from profsvc.worker.warm import CHANNEL, READY
+
+log = logging.getLogger("profsvc.readers")
+
+CALLER: contextvars.ContextVar[str | None] = contextvars.ContextVar("profsvc_caller", default=None)
+# How long a new reader may take to warm up (about a second measured on two cores; more under load).
+START_TIMEOUT_S = 60.0
+# A job's output read back at most this large (an analysis of the largest fixture is about 0.1 MB).
+OUTPUT_LIMIT = 64 * 1024 * 1024
+_POLL_S = 0.005
+
+
+@dataclass
+class _Reader:
+    process: StartedProcess
+    directory: Path
+    jobs: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+    busy: bool = False
+
+    def ready(self) -> bool:
+        return (self.directory / READY).is_file()
+
+    def discard(self) -> None:
+        self.process.kill()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _read_own(path: Path) -> str:
+    """A file the reader wrote, opened without following a link it may have put there, read up to the limit."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as file:
+        return file.read(OUTPUT_LIMIT).decode("utf-8", errors="replace")
+
+
+class ReaderPool:
+    """Long-lived report readers per caller (see the module's text)."""
+
+    def __init__(
+        self,
+        root: Path,
+        spec: StandbySpec,
+        *,
+        own: Callable[[Path], None],
+        per_caller: int = 2,
+        max_jobs: int = 500,
+        idle_s: float = 120.0,
+    ) -> None:
+        self.root = root
+        self.spec = spec
+        self.own = own
+        self.per_caller = per_caller
+        self.max_jobs = max_jobs
+        self.idle_s = idle_s
+        self._readers: dict[str, list[_Reader]] = {}
+        self._free: dict[str, asyncio.Condition] = {}
+        self._starting: dict[str, int] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._serial = itertools.count()
+        self._jobs = itertools.count()
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    async def _start(self, caller: str) -> _Reader:
+        directory = self.root / f"reader-{os.getpid()}-{next(self._serial)}"
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True)
+        os.mkfifo(directory / CHANNEL, 0o600)
+        self.own(directory)
+        argv = list(self.spec.command(directory))
+        launch = self.spec.launch(argv, directory, []) if self.spec.launch is not None else None
+        process = await StartedProcess.start(argv, cwd=directory, env=self.spec.environment(directory), launch=launch)
+        reader = _Reader(process, directory)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not reader.ready():
+            if not process.running or time.monotonic() > deadline:
+                reader.discard()
+                result = await process.finish(0)
+                raise OSError(f"a report reader for {caller} did not start: {result.stderr.strip()[-500:]}")
+            await asyncio.sleep(_POLL_S)
+        return reader
+
+    async def _take(self, caller: str) -> _Reader | None:
+        """A free reader of the caller's. All busy: one more is started (up to `per_caller`, one at a time) and
+        the job waits for whichever is free first; None for the caller's first job, which runs on a warm worker
+        instead of waiting for the start."""
+        readers = self._readers.setdefault(caller, [])
+        free = self._free.setdefault(caller, asyncio.Condition())
+        async with free:
+            while True:
+                readers[:] = [r for r in readers if r.process.running]
+                idle = next((r for r in readers if not r.busy), None)
+                if idle is not None:
+                    idle.busy = True
+                    return idle
+                # One start at a time: a job waits for a starting reader rather than start another beside it.
+                if not self._starting.get(caller, 0) and len(readers) < self.per_caller:
+                    self._starting[caller] = self._starting.get(caller, 0) + 1
+                    task = asyncio.create_task(self._add(caller))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+                    if not readers:
+                        return None
+                await free.wait()
+
+    async def _add(self, caller: str) -> None:
+        """Start a reader for the caller and offer it to the caller's waiting jobs."""
+        start = time.monotonic()
+        try:
+            reader = await self._start(caller)
+        except OSError as error:
+            log.warning("%s", error)
+            reader = None
+        else:
+            log.info("a report reader for %s started in %.1f s", caller, time.monotonic() - start)
+        finally:
+            self._starting[caller] -= 1
+        free = self._free[caller]
+        async with free:
+            if reader is not None:
+                self._readers[caller].append(reader)
+            free.notify_all()
+
+    async def _give_back(self, caller: str, reader: _Reader, healthy: bool) -> None:
+        reader.busy = False
+        reader.last_used = time.monotonic()
+        if not healthy or reader.jobs >= self.max_jobs:
+            reader.discard()
+            with contextlib.suppress(ValueError):
+                self._readers[caller].remove(reader)
+        async with self._free[caller]:
+            self._free[caller].notify()
+
+    @contextlib.asynccontextmanager
+    async def read(
+        self,
+        caller: str,
+        files: Mapping[str, Path],
+        make_argv: Callable[[Path], list[str]],
+        timeout: float,
+        elsewhere: Callable[[], contextlib.AbstractAsyncContextManager[tuple[ProcessResult, Path]]],
+    ) -> AsyncIterator[tuple[ProcessResult, Path]]:
+        """Run the analyze worker's `make_argv(folder)` on one of the caller's readers, `files` copied into the
+        job's folder first; yields how it ended and the folder, which lives until the block ends. While the
+        caller's first reader starts, the job runs `elsewhere` (a warm analyze worker)."""
+        self._end_idle()
+        reader = await self._take(caller)
+        if reader is None:
+            async with elsewhere() as outcome:
+                yield outcome
+            return
+        job_id = next(self._jobs)
+        folder = job_folder(reader.directory, job_id)
+        healthy = False
+        try:
+            folder.mkdir()
+            for name, source in files.items():
+                (folder / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, folder / name)
+            self.own(folder)
+            argv = make_argv(folder)
+            reader.jobs += 1
+            start = time.monotonic()
+            try:
+                await self._send(reader, {"id": job_id, "argv": argv[3:]})
+            except OSError:  # the reader is gone: the job fails as a crashed reader's would
+                status = None
+            else:
+                status = await self._status(reader, folder, start + timeout)
+            healthy = status is not None
+            yield (
+                ProcessResult(
+                    argv=tuple(argv),
+                    returncode=status if status is not None else -9,
+                    stdout=_read_own(folder / STDOUT),
+                    stderr=_read_own(folder / STDERR)
+                    or ("" if healthy else "the report reader died or outlasted its limit"),
+                    seconds=time.monotonic() - start,
+                    timed_out=status is None and reader.process.running,
+                ),
+                folder,
+            )
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+            await self._give_back(caller, reader, healthy)
+
+    @staticmethod
+    async def _send(reader: _Reader, message: Mapping[str, object]) -> None:
+        """One line to the reader; OSError when it has gone."""
+        channel = os.open(reader.directory / CHANNEL, os.O_WRONLY | os.O_NONBLOCK)
+        try:
+            # One short line: it fits the FIFO's buffer, which the reader empties between jobs.
+            os.write(channel, (json.dumps(message) + "\n").encode())
+        finally:
+            os.close(channel)
+
+    @staticmethod
+    async def _status(reader: _Reader, folder: Path, deadline: float) -> int | None:
+        """The job's exit status once written; None when the reader died or the deadline passed."""
+        while time.monotonic() < deadline and reader.process.running:
+            text = _read_own(folder / STATUS)
+            if text:
+                try:
+                    return int(text)
+                except ValueError:
+                    return None
+            await asyncio.sleep(_POLL_S)
+        return None
+
+    def _end_idle(self) -> None:
+        """End readers unused for `idle_s`: their memory (about 0.3 GB each) is better spent elsewhere."""
+        now = time.monotonic()
+        for readers in self._readers.values():
+            for reader in [r for r in readers if not r.busy and now - r.last_used > self.idle_s]:
+                reader.discard()
+                readers.remove(reader)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for readers in self._readers.values():
+            for reader in readers:
+                reader.discard()
+                await reader.process.finish(0)
+        self._readers.clear()

@@ -1,0 +1,107 @@
+"""Readers that stay (profsvc.scheduler.readers) with real reader processes reading a real report.
+
+What must hold: a caller's reports after its first are read by its own long-lived readers (one process, many
+reports), never by another caller's; its first runs elsewhere while its reader starts; a job that outlasts its
+limit ends its reader, and the next job gets a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from profsvc.jobenv import job_environment
+from profsvc.proc import ProcessResult
+from profsvc.scheduler.readers import ReaderPool
+from profsvc.scheduler.warm_pool import StandbySpec
+from tests.conftest import FIXTURES
+
+REPORT = FIXTURES / "seed47_full.ncu-rep"
+# The seed's one kernel (tests/fixtures/seed47.py defines it), as the report names it.
+SEED_KERNEL = "vga_linear_kernel"
+
+
+def _pool(root: Path, per_caller: int = 2) -> ReaderPool:
+    spec = StandbySpec(
+        command=lambda d: [sys.executable, "-m", "profsvc.worker.reader", "--standby", str(d), "--server-pid", "0"],
+        environment=lambda d: job_environment(d, gpu_index=None, cuda_arch="sm_90"),
+    )
+    return ReaderPool(root, spec, own=lambda _folder: None, per_caller=per_caller)
+
+
+def _argv(folder: Path) -> list[str]:
+    return [sys.executable, "-m", "profsvc.worker.analyze_report", str(folder / "report" / REPORT.name)]
+
+
+class _Elsewhere:
+    """Stands for the warm worker a caller's first job runs on: counts its uses."""
+
+    def __init__(self) -> None:
+        self.uses = 0
+
+    @contextlib.asynccontextmanager
+    async def __call__(self) -> AsyncIterator[tuple[ProcessResult, Path]]:
+        self.uses += 1
+        yield ProcessResult(argv=(), returncode=0, stdout="{}", stderr="", seconds=0.0, timed_out=False), Path()
+
+
+async def _read(pool: ReaderPool, caller: str, elsewhere: _Elsewhere, timeout: float = 60) -> tuple[ProcessResult, str]:
+    async with pool.read(caller, {f"report/{REPORT.name}": REPORT}, _argv, timeout, elsewhere) as (result, folder):
+        return result, folder.parent.name
+
+
+async def _until_started(pool: ReaderPool, caller: str) -> None:
+    for _ in range(2000):
+        if pool._readers.get(caller) and not pool._starting.get(caller):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"no reader started for {caller}")
+
+
+def test_a_callers_reports_share_its_reader_and_no_one_elses(tmp_path):
+    async def scenario() -> None:
+        pool, elsewhere = _pool(tmp_path / "readers"), _Elsewhere()
+        try:
+            first, _ = await _read(pool, "alice", elsewhere)
+            assert elsewhere.uses == 1 and first.stdout == "{}"  # the first ran elsewhere
+            await _until_started(pool, "alice")
+            readers = set()
+            for _ in range(3):
+                result, reader = await _read(pool, "alice", elsewhere)
+                assert result.ok, result.stderr
+                kernels = json.loads(result.stdout)["kernels"]
+                assert [k["name"] for k in kernels] == [SEED_KERNEL]
+                readers.add(reader)
+            assert elsewhere.uses == 1 and len(readers) == 1  # one process read the three reports
+            await _read(pool, "bob", elsewhere)
+            assert elsewhere.uses == 2  # bob's first: not on alice's reader
+            await _until_started(pool, "bob")
+            _, bobs = await _read(pool, "bob", elsewhere)
+            assert bobs not in readers
+        finally:
+            await pool.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_job_past_its_limit_ends_its_reader_and_the_next_gets_a_new_one(tmp_path):
+    async def scenario() -> None:
+        pool, elsewhere = _pool(tmp_path / "readers", per_caller=1), _Elsewhere()
+        try:
+            await _read(pool, "alice", elsewhere)
+            await _until_started(pool, "alice")
+            late, first_reader = await _read(pool, "alice", elsewhere, timeout=0.0)
+            assert not late.ok and late.timed_out
+            assert not (tmp_path / "readers" / first_reader).exists()  # killed and removed
+            await _read(pool, "alice", elsewhere)  # none left: this one starts the next, and runs elsewhere
+            await _until_started(pool, "alice")
+            result, second_reader = await _read(pool, "alice", elsewhere)
+            assert result.ok and second_reader != first_reader
+        finally:
+            await pool.close()
+
+    asyncio.run(scenario())
