@@ -26,13 +26,17 @@ from profsvc_contract import errors
 from profsvc_contract._proto import profiler_pb2 as pb
 from profsvc_contract.convert import to_model, to_proto
 from profsvc_contract.models import (
+    DEFAULT_CLOCK_CONTROL,
+    DEFAULT_PRECISION,
     BenchmarkResult,
     Capabilities,
+    ClockControl,
     CompileResult,
     CorrectnessResult,
     EvaluateResult,
     KernelFilter,
     KernelSource,
+    Precision,
     ProfileResult,
     Progress,
     RepeatResult,
@@ -115,14 +119,18 @@ class AsyncProfilerClient(_Connection):
         request = static_check_request(source, policy)
         return to_model((await self._unary(self._stub.StaticCheck, request)).result, StaticCheckResult)
 
-    async def check_correctness(self, source: KernelSource, *, trials: int = 0) -> CorrectnessResult:
-        """Run the candidate against the reference on fresh inputs."""
-        request = trials_request(pb.CheckCorrectnessRequest, source, trials)
+    async def check_correctness(
+        self, source: KernelSource, *, trials: int = 0, precision: Precision | str = DEFAULT_PRECISION
+    ) -> CorrectnessResult:
+        """Run the candidate against the reference on fresh inputs, in `precision`."""
+        request = trials_request(pb.CheckCorrectnessRequest, source, trials, precision)
         return to_model((await self._unary(self._stub.CheckCorrectness, request)).result, CorrectnessResult)
 
-    async def benchmark(self, source: KernelSource, *, trials: int = 0) -> BenchmarkResult:
-        """Time candidate and reference the same way."""
-        request = trials_request(pb.BenchmarkRequest, source, trials)
+    async def benchmark(
+        self, source: KernelSource, *, trials: int = 0, precision: Precision | str = DEFAULT_PRECISION
+    ) -> BenchmarkResult:
+        """Time candidate and reference the same way, in `precision`."""
+        request = trials_request(pb.BenchmarkRequest, source, trials, precision)
         return to_model((await self._unary(self._stub.Benchmark, request)).result, BenchmarkResult)
 
     async def profile(
@@ -136,9 +144,12 @@ class AsyncProfilerClient(_Connection):
         html_report: bool = False,
         session_id: str = "",
         on_progress: ProgressCallback | None = None,
+        clock_control: ClockControl | str = DEFAULT_CLOCK_CONTROL,
     ) -> ProfileResult:
         """Profile under ncu; `on_progress` (plain or async) sees each progress event."""
-        request = profile_request(source, kernel_filter, metric_set, session_id, metrics, derived, html_report)
+        request = profile_request(
+            source, kernel_filter, metric_set, session_id, metrics, derived, html_report, clock_control
+        )
         return await self._stream(self._stub.Profile, request, ProfileResult, on_progress)
 
     async def profile_repeated(
@@ -153,6 +164,7 @@ class AsyncProfilerClient(_Connection):
         html_report: bool = False,
         session_id: str = "",
         on_progress: ProgressCallback | None = None,
+        clock_control: ClockControl | str = DEFAULT_CLOCK_CONTROL,
     ) -> RepeatResult:
         """Profile the same request `repeats` times, one after another (each a full ncu run), and every figure's
         statistics over them (as the sync client)."""
@@ -168,6 +180,7 @@ class AsyncProfilerClient(_Connection):
                     derived=derived,
                     html_report=html_report,
                     session_id=session_id,
+                    clock_control=clock_control,
                     on_progress=numbered_progress(on_progress, index, repeats) if on_progress else None,
                 )
             )
@@ -182,9 +195,11 @@ class AsyncProfilerClient(_Connection):
         session_id: str = "",
         on_progress: ProgressCallback | None = None,
         policy: StaticPolicy | None = None,
+        precision: Precision | str = DEFAULT_PRECISION,
+        clock_control: ClockControl | str = DEFAULT_CLOCK_CONTROL,
     ) -> EvaluateResult:
         """Static check, compile, correctness, timing, memory, launches, SOL and a short profile."""
-        request = evaluate_request(source, trials, skip_profile, session_id, policy)
+        request = evaluate_request(source, trials, skip_profile, session_id, policy, precision, clock_control)
         return await self._stream(self._stub.Evaluate, request, EvaluateResult, on_progress)
 
     async def analyze(

@@ -10,7 +10,8 @@ INPUT is a directory of problem files (*.py Python problems, *.cu CUDA programs,
 
 (`file` relative to the manifest; the others optional, defaulting to the
 command's --kernel, --metric-set, --task and --sweep; `"sweep": {"dim": [1024, 4096]}` sets a Python
-problem's module constants to each point of the grid, profsvc_client.sweep). A problem's task is `profile`
+problem's module constants to each point of the grid, profsvc_client.sweep; --clock-control applies to every
+profile). A problem's task is `profile`
 (needs a GPU), `lint` (the static check) or `analyze` (a .ncu-rep; both CPU only).
 Problems run through the server by a pool of threads sharing one ProfilerClient
 (a gRPC channel is thread-safe; with several servers its round_robin policy
@@ -22,7 +23,7 @@ point of a sweep is a problem of its own too (its `params`).
 
 Each finished problem is appended, flushed and synced, as one line of
 `<out>.partial.jsonl`. A rerun skips the problems that file already holds
-(same relative path, file content, metric set, kernel filter, grid point and repeat), except those
+(same relative path, file content, metric set, kernel filter, clock control, grid point and repeat), except those
 that failed for the server's sake (unreachable, queue full, no GPU, ...), and
 then writes the parquet from it: one row per profiled kernel launch, a failed
 problem as one row with its status and error. A swept constant's column `param_NAME` (typed by its values)
@@ -51,7 +52,9 @@ from profsvc_client.client import ProfilerClient
 from profsvc_client.sweep import Sweep, check_constants, grid, manifest_sweep, override_constants
 from profsvc_contract import errors
 from profsvc_contract.models import (
+    DEFAULT_CLOCK_CONTROL,
     Capabilities,
+    ClockControl,
     FigureInfo,
     KernelFilter,
     KernelSource,
@@ -77,7 +80,7 @@ GPU_TASKS = frozenset({"profile"})
 # JSON ('{}' unswept); `repeat`: which of --repeat N profiles of the problem it is (0..N-1); `metric_set`: the set
 # ncu collected (the server's default by name), as asked where ncu did not run; `server_version`, `host`: the
 # server that answered; `driver_version`: the NVIDIA driver a profile ran under ('' for a report analyzed, which
-# does not record it).
+# does not record it); `clock_control`: how ncu set the clocks, as the result states it ('' where no ncu ran).
 COLUMNS = (
     "problem",
     "params",
@@ -93,6 +96,7 @@ COLUMNS = (
     "tags",
     "metric_set",
     "kernel_regex",
+    "clock_control",
     "worker",
     "wall_seconds",
     "compile_seconds",
@@ -118,6 +122,7 @@ COLUMN_DEFAULTS = {
     "server_version": "",
     "driver_version": "",
     "host": "",
+    "clock_control": "",
 }
 # The parquet's schema version (its metadata key PARQUET_SCHEMA_KEY): raised when a column is renamed, removed or
 # changes meaning.
@@ -165,15 +170,20 @@ class Problem:
     params: Mapping[str, Any] = field(default_factory=dict)
     # Which of --repeat N profiles of the problem this is.
     repeat: int = 0
+    # How ncu sets the clocks for a profile.
+    clock_control: ClockControl = DEFAULT_CLOCK_CONTROL
 
     @property
     def key(self) -> str:
         """What makes a problem the same on a rerun: relative path, content, metric set, kernel filter, task,
-        the metrics asked for, the grid point and the repeat."""
+        the metrics asked for, the clock control, the grid point and the repeat."""
         parts: list[Any] = [self.name, self.digest, self.metric_set, self.kernel_regex]
         if self.metrics or self.derived:
             parts += [*self.metrics, "|", *self.derived]
-        # Unswept first repeats keep the keys checkpoints held before sweeps and repeats existed: they resume.
+        # Only where not the default (clock control, a grid point, a repeat after the first): keys made before
+        # these options existed still resume.
+        if self.clock_control != DEFAULT_CLOCK_CONTROL:
+            parts += ["clock_control", self.clock_control.value]
         if self.params:
             parts += ["params", dict(sorted(self.params.items()))]
         if self.repeat:
@@ -313,6 +323,24 @@ def _swept(problem: Problem, sweep: Sweep, where: str) -> list[Problem]:
     return [replace(problem, params=point) for point in grid(sweep)]
 
 
+def _listed(source: Path, kernel_regex: str, metric_set: str, task: str, sweep: Sweep) -> list[Problem]:
+    """The problems a directory or a JSONL manifest lists, with the command's defaults."""
+    if source.is_dir():
+        return _from_directory(source, kernel_regex, metric_set, task, sweep)
+    if not source.is_file():
+        raise errors.InvalidRequest(f"{source} is neither a directory of problems nor a JSONL manifest")
+    try:
+        lines = source.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise errors.InvalidRequest(f"{source}: a manifest is JSON lines in UTF-8") from None
+    return [
+        problem
+        for number, line in enumerate(lines, start=1)
+        if line.strip()
+        for problem in _manifest_entry(source, number, line, kernel_regex, metric_set, task, sweep)
+    ]
+
+
 def discover(
     source: Path,
     *,
@@ -323,42 +351,31 @@ def discover(
     derived: Sequence[str] = (),
     sweep: Sweep | None = None,
     repeats: int = 1,
+    clock_control: ClockControl | str = DEFAULT_CLOCK_CONTROL,
 ) -> list[Problem]:
     """The problems of a directory or a JSONL manifest; --kernel, --metric-set, --task and --sweep are the
     defaults.
 
     `task` applies to source files (profile or lint); a .ncu-rep is always analyzed. `metrics` and `derived`
-    (--metric, --derived) apply to every profile and analyze. `sweep` ({name: values}) sets the module
-    constants of every Python file, each point of the grid a problem of its own; `repeats` (--repeat) makes each
-    profile that many problems, `repeat` 0 to repeats - 1 (a static check or a report read is the same every time:
-    done once).
+    (--metric, --derived) apply to every profile and analyze, `clock_control` to every profile. `sweep`
+    ({name: values}) sets the module constants of every Python file, each point of the grid a problem of its own;
+    `repeats` (--repeat) makes each profile that many problems, `repeat` 0 to repeats - 1 (a static check or a
+    report read is the same every time: done once).
     """
     if task not in ("profile", "lint"):
         raise errors.InvalidRequest(f"--task is profile or lint, not {task!r} (a .ncu-rep is analyzed by itself)")
     if repeats < 1:
         raise errors.InvalidRequest(f"--repeat must be at least 1, not {repeats}")
-    sweep = sweep or {}
-    if source.is_dir():
-        problems = _from_directory(source, kernel_regex, metric_set, task, sweep)
-    elif source.is_file():
-        try:
-            lines = source.read_text(encoding="utf-8").splitlines()
-        except UnicodeDecodeError:
-            raise errors.InvalidRequest(f"{source}: a manifest is JSON lines in UTF-8") from None
-        problems = [
-            problem
-            for number, line in enumerate(lines, start=1)
-            if line.strip()
-            for problem in _manifest_entry(source, number, line, kernel_regex, metric_set, task, sweep)
-        ]
-    else:
-        raise errors.InvalidRequest(f"{source} is neither a directory of problems nor a JSONL manifest")
+    clocks = ClockControl.named(clock_control, "--clock-control")
+    problems = _listed(source, kernel_regex, metric_set, task, sweep or {})
     if not problems:
         raise errors.InvalidRequest(f"no problems in {source} (*.py, *.cu or *.ncu-rep files, or manifest lines)")
     if metrics or derived:
         problems = [
             replace(p, metrics=tuple(metrics), derived=tuple(derived)) if p.task != "lint" else p for p in problems
         ]
+    if clocks not in (ClockControl.UNSPECIFIED, DEFAULT_CLOCK_CONTROL):
+        problems = [replace(p, clock_control=clocks) if p.task == "profile" else p for p in problems]
     problems = [
         replace(problem, repeat=repeat)
         for problem in problems
@@ -368,8 +385,8 @@ def discover(
     for problem in problems:
         if problem.key in seen:
             raise errors.InvalidRequest(
-                f"{problem.name} appears twice with the same task, metric set, kernel filter and grid point"
-                f" (also as {seen[problem.key]})"
+                f"{problem.name} appears twice with the same task, metric set, kernel filter, clock control and"
+                f" grid point (also as {seen[problem.key]})"
             )
         seen[problem.key] = problem.name
     return problems
@@ -417,6 +434,7 @@ def run_task(client: ProfilerClient, problem: Problem, content: bytes) -> Proble
         metric_set=problem.metric_set,
         metrics=problem.metrics,
         derived=problem.derived,
+        clock_control=problem.clock_control,
     )
 
 
@@ -437,6 +455,7 @@ def record_of(
         "task": problem.task,
         "metric_set": problem.metric_set,
         "kernel_regex": problem.kernel_regex,
+        "clock_control": "",
         "tags": dict(problem.tags),
         "status": status,
         "error": error,
@@ -467,6 +486,8 @@ def record_of(
         record["server_version"], record["host"] = result.server.version, result.server.host
         # The server's driver is not the one an analyzed report was captured under.
         record["driver_version"] = result.server.driver_version if problem.needs_gpu else ""
+        if result.ncu.clock_control is not ClockControl.UNSPECIFIED:
+            record["clock_control"] = result.ncu.clock_control.value
         for kernel in result.kernels:
             record["units"].update({name: figure.unit for name, figure in kernel.figures.items()})
             record["units"].update({name: metric.unit for name, metric in kernel.metrics.items()})

@@ -31,11 +31,15 @@ from profsvc_contract import errors
 from profsvc_contract.channel import port_number
 from profsvc_contract.document import SCHEMA_VERSION, dumps, error_document, result_document
 from profsvc_contract.models import (
+    DEFAULT_CLOCK_CONTROL,
+    DEFAULT_PRECISION,
     BenchmarkResult,
+    ClockControl,
     CompileResult,
     CorrectnessResult,
     EvaluateResult,
     KernelFilter,
+    Precision,
     ProfileResult,
     Progress,
     RepeatResult,
@@ -98,6 +102,25 @@ def _add_repeat(parser: argparse.ArgumentParser) -> None:
         default=1,
         metavar="N",
         help="profile N times, each a full ncu run: every figure's median, min, max and spread over them",
+    )
+
+
+def _add_precision(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--precision",
+        choices=Precision.choices(),
+        default=DEFAULT_PRECISION.value,
+        help="what both models run in: fp32 (the problem's own dtypes, the default), or fp16 or bf16 (inputs and"
+        " weights cast, tolerances as KernelBench's)",
+    )
+
+
+def _add_clock_control(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--clock-control",
+        choices=ClockControl.choices(),
+        default=DEFAULT_CLOCK_CONTROL.value,
+        help="how ncu sets the GPU clocks: none (as they run, the default) or base (locked to the base clocks)",
     )
 
 
@@ -194,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_metrics(profile)
     profile.add_argument("--out", type=Path, default=None, help="save the .ncu-rep, result.json and report.txt here")
     _add_repeat(profile)
+    _add_clock_control(profile)
     _add_filter(profile)
     _add_session(profile)
     _add_target(profile)
@@ -208,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("file", type=Path)
     check.add_argument("--reference", type=Path, default=None, help="separate reference module")
     check.add_argument("--trials", type=int, default=0, help="trials (default 5)")
+    _add_precision(check)
     _add_target(check)
 
     time_ = commands.add_parser("time", help="time candidate and reference the same way; memory and launches")
@@ -220,6 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="unspecified",
         help="time the reference alone with `reference` (default: the reference alone where there is no ModelNew)",
     )
+    _add_precision(time_)
     _add_target(time_)
 
     evaluate = commands.add_parser("evaluate", help="everything for a submission: check, compile, time, profile")
@@ -227,6 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--reference", type=Path, default=None, help="separate reference module")
     evaluate.add_argument("--trials", type=int, default=0, help="correctness trials (default 5)")
     evaluate.add_argument("--skip-profile", action="store_true", help="no ncu profile (and no SOL score)")
+    _add_precision(evaluate)
+    _add_clock_control(evaluate)
     _add_policy(evaluate)
     _add_session(evaluate)
     _add_target(evaluate)
@@ -258,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument(
         "--task", choices=("profile", "lint"), default="profile", help="for *.py / *.cu (a .ncu-rep is analyzed)"
     )
+    _add_clock_control(batch)
     batch.add_argument(
         "--sweep",
         action="append",
@@ -415,10 +444,10 @@ def _run_tool(client: ProfilerClient, args: argparse.Namespace, policy: StaticPo
         result = client.static_check(source, policy=policy)
         text = result.report_text
     elif args.command == "check":
-        result = client.check_correctness(source, trials=args.trials)
+        result = client.check_correctness(source, trials=args.trials, precision=args.precision)
         text = result.report_text
     elif args.command == "time":
-        result = client.benchmark(source, trials=args.trials)
+        result = client.benchmark(source, trials=args.trials, precision=args.precision)
         text = result.report_text
     else:
         progress = ProgressLine()
@@ -430,6 +459,8 @@ def _run_tool(client: ProfilerClient, args: argparse.Namespace, policy: StaticPo
                 session_id=args.session,
                 on_progress=progress,
                 policy=policy,
+                precision=args.precision,
+                clock_control=args.clock_control,
             )
         finally:
             progress.close()
@@ -491,6 +522,7 @@ def _batch(args: argparse.Namespace) -> int:
         derived=args.derived,
         sweep=parse_sweeps(args.sweep),
         repeats=args.repeat,
+        clock_control=args.clock_control,
     )
     if not args.cluster:
         if args.gpus is not None:
@@ -549,6 +581,7 @@ def _profile(client: ProfilerClient, args: argparse.Namespace) -> int:
         "derived": args.derived,
         "html_report": args.out is not None,
         "session_id": args.session,
+        "clock_control": args.clock_control,
     }
     progress = ProgressLine()
     outcome: ProfileResult | RepeatResult

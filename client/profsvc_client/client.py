@@ -26,15 +26,19 @@ from profsvc_contract.channel import (
     STATUS_DETAILS_KEY,
     UPLOAD_CHUNK_BYTES,
 )
-from profsvc_contract.convert import to_model, to_proto
+from profsvc_contract.convert import enum_number, to_model, to_proto
 from profsvc_contract.models import (
+    DEFAULT_CLOCK_CONTROL,
+    DEFAULT_PRECISION,
     BenchmarkResult,
     Capabilities,
+    ClockControl,
     CompileResult,
     CorrectnessResult,
     EvaluateResult,
     KernelFilter,
     KernelSource,
+    Precision,
     ProfileResult,
     Progress,
     RepeatResult,
@@ -149,6 +153,16 @@ def translate_error(error: grpc.RpcError) -> errors.ProfsvcError:
     return cls(message or code.name, None, request_id)
 
 
+def precision_number(message_type: type[Message], precision: Precision | str) -> int:
+    """A request's `precision` field for a mode the caller names; InvalidRequest listing the modes otherwise."""
+    return enum_number(message_type, "precision", Precision.named(precision, "precision"))
+
+
+def clock_control_number(message_type: type[Message], clock_control: ClockControl | str) -> int:
+    """A request's `clock_control` field for a value the caller names; InvalidRequest listing them otherwise."""
+    return enum_number(message_type, "clock_control", ClockControl.named(clock_control, "clock control"))
+
+
 def profile_request(
     source: KernelSource,
     kernel_filter: KernelFilter | None,
@@ -157,6 +171,7 @@ def profile_request(
     metrics: Sequence[str] = (),
     derived: Sequence[str] = (),
     html_report: bool = False,
+    clock_control: ClockControl | str = DEFAULT_CLOCK_CONTROL,
 ) -> pb.ProfileRequest:
     """The ProfileRequest for these arguments (shared by the sync and asyncio clients)."""
     return pb.ProfileRequest(
@@ -167,6 +182,7 @@ def profile_request(
         metrics=list(metrics),
         derived=list(derived),
         html_report=html_report,
+        clock_control=clock_control_number(pb.ProfileRequest, clock_control),
     )
 
 
@@ -179,14 +195,18 @@ def over_message_limit(what: str) -> errors.InvalidRequest:
     return errors.InvalidRequest(message, errors.Reason.SOURCE_TOO_LARGE)
 
 
-def trials_request(message_type: type[P], source: KernelSource, trials: int, **fields: Any) -> P:
-    """A request carrying a source and a trial count (correctness, benchmark, evaluate; both clients).
+def trials_request(
+    message_type: type[P], source: KernelSource, trials: int, precision: Precision | str, **fields: Any
+) -> P:
+    """A request carrying a source, a trial count and a precision mode (correctness, benchmark, evaluate; both
+    clients).
 
     `trials` goes on the wire as uint32: anything else is a clear error instead of protobuf's.
     """
     if not 0 <= trials <= UINT32_MAX:
         raise errors.InvalidRequest(f"trials = {trials} is out of range (0 for the server's default, or a count)")
-    return message_type(source=to_proto(source, pb.KernelSource), trials=trials, **fields)
+    number = precision_number(message_type, precision)
+    return message_type(source=to_proto(source, pb.KernelSource), trials=trials, precision=number, **fields)
 
 
 def static_check_request(source: KernelSource, policy: StaticPolicy | None) -> pb.StaticCheckRequest:
@@ -198,10 +218,24 @@ def static_check_request(source: KernelSource, policy: StaticPolicy | None) -> p
 
 
 def evaluate_request(
-    source: KernelSource, trials: int, skip_profile: bool, session_id: str, policy: StaticPolicy | None
+    source: KernelSource,
+    trials: int,
+    skip_profile: bool,
+    session_id: str,
+    policy: StaticPolicy | None,
+    precision: Precision | str = DEFAULT_PRECISION,
+    clock_control: ClockControl | str = DEFAULT_CLOCK_CONTROL,
 ) -> pb.EvaluateRequest:
     """The EvaluateRequest (both clients)."""
-    request = trials_request(pb.EvaluateRequest, source, trials, skip_profile=skip_profile, session_id=session_id)
+    request = trials_request(
+        pb.EvaluateRequest,
+        source,
+        trials,
+        precision,
+        skip_profile=skip_profile,
+        session_id=session_id,
+        clock_control=clock_control_number(pb.EvaluateRequest, clock_control),
+    )
     if policy is not None:
         request.policy.CopyFrom(to_proto(policy, pb.StaticPolicy))
     return request
@@ -385,12 +419,16 @@ class ProfilerClient(_Connection):
         html_report: bool = False,
         session_id: str = "",
         on_progress: Callable[[Progress], None] | None = None,
+        clock_control: ClockControl | str = DEFAULT_CLOCK_CONTROL,
     ) -> ProfileResult:
         """Profile under ncu on the server; `on_progress` sees each progress event.
 
         With a `session_id`, the result carries a delta table against the session's previous result.
+        `clock_control`: "none" (clocks as they are) or "base" (locked to the GPU's base clocks while ncu profiles).
         """
-        request = profile_request(source, kernel_filter, metric_set, session_id, metrics, derived, html_report)
+        request = profile_request(
+            source, kernel_filter, metric_set, session_id, metrics, derived, html_report, clock_control
+        )
         return self._stream(self._stub.Profile, request, ProfileResult, on_progress)
 
     def profile_repeated(
@@ -405,6 +443,7 @@ class ProfilerClient(_Connection):
         html_report: bool = False,
         session_id: str = "",
         on_progress: Callable[[Progress], None] | None = None,
+        clock_control: ClockControl | str = DEFAULT_CLOCK_CONTROL,
     ) -> RepeatResult:
         """Profile the same request `repeats` times, one after another (each a full ncu run), and every figure's
         median, min, max and spread over them; `on_progress` sees events saying which repeat they belong to."""
@@ -419,6 +458,7 @@ class ProfilerClient(_Connection):
                     metrics=metrics,
                     derived=derived,
                     html_report=html_report,
+                    clock_control=clock_control,
                     session_id=session_id,
                     on_progress=numbered_progress(on_progress, index, repeats) if on_progress else None,
                 )
@@ -467,15 +507,21 @@ class ProfilerClient(_Connection):
         reply = self._unary(self._stub.StaticCheck, static_check_request(source, policy))
         return to_model(reply.result, StaticCheckResult)
 
-    def check_correctness(self, source: KernelSource, *, trials: int = 0) -> CorrectnessResult:
-        """Run the candidate against the reference on fresh inputs (`trials` 0: the server's default, 5)."""
-        request = trials_request(pb.CheckCorrectnessRequest, source, trials)
+    def check_correctness(
+        self, source: KernelSource, *, trials: int = 0, precision: Precision | str = DEFAULT_PRECISION
+    ) -> CorrectnessResult:
+        """Run the candidate against the reference on fresh inputs (`trials` 0: the server's default, 5), both
+        models and their inputs in `precision` ("fp32", "fp16", "bf16")."""
+        request = trials_request(pb.CheckCorrectnessRequest, source, trials, precision)
         reply = self._unary(self._stub.CheckCorrectness, request)
         return to_model(reply.result, CorrectnessResult)
 
-    def benchmark(self, source: KernelSource, *, trials: int = 0) -> BenchmarkResult:
-        """Time candidate and reference the same way (`trials` timed calls each; 0: the server's default)."""
-        request = trials_request(pb.BenchmarkRequest, source, trials)
+    def benchmark(
+        self, source: KernelSource, *, trials: int = 0, precision: Precision | str = DEFAULT_PRECISION
+    ) -> BenchmarkResult:
+        """Time candidate and reference the same way (`trials` timed calls each; 0: the server's default), in
+        `precision`."""
+        request = trials_request(pb.BenchmarkRequest, source, trials, precision)
         reply = self._unary(self._stub.Benchmark, request)
         return to_model(reply.result, BenchmarkResult)
 
@@ -488,12 +534,15 @@ class ProfilerClient(_Connection):
         session_id: str = "",
         on_progress: Callable[[Progress], None] | None = None,
         policy: StaticPolicy | None = None,
+        precision: Precision | str = DEFAULT_PRECISION,
+        clock_control: ClockControl | str = DEFAULT_CLOCK_CONTROL,
     ) -> EvaluateResult:
         """Static check, compile, correctness, timing, memory, launches, SOL and a short profile.
 
         `policy` sets the static check's severities, and with them whether its findings fail the evaluation.
+        `precision`: what correctness, timing and the profile run in; `clock_control`: the profile's ncu clocks.
         """
-        request = evaluate_request(source, trials, skip_profile, session_id, policy)
+        request = evaluate_request(source, trials, skip_profile, session_id, policy, precision, clock_control)
         return self._stream(self._stub.Evaluate, request, EvaluateResult, on_progress)
 
     def analyze(

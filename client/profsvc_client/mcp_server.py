@@ -44,6 +44,7 @@ from profsvc_contract.models import (
     EvaluateResult,
     KernelFilter,
     KernelSource,
+    Precision,
     ProfileResult,
     SourceFile,
     StaticCheckResult,
@@ -95,6 +96,21 @@ KernelRegex = Annotated[str, Field(description="Profile only kernels whose name 
 LaunchCount = Annotated[int, Field(ge=0, description="Profile at most this many matching launches (0: no limit).")]
 MetricSet = Annotated[
     str, Field(description="ncu metric set: basic, default, full or timing (empty: the server's default).")
+]
+# The contract's Precision and ClockControl choices, spelled out for the tool's JSON schema (a test holds them equal).
+PrecisionMode = Annotated[
+    Literal["fp32", "fp16", "bf16"],
+    Field(
+        description="What both models run in: fp32 (the problem's own dtypes), or fp16 or bf16 (the inputs and "
+        "the models' weights cast, tolerances atol = rtol = 1e-2 as KernelBench's)."
+    ),
+]
+ClockControlChoice = Annotated[
+    Literal["none", "base"],
+    Field(
+        description="How ncu sets the GPU clocks while it profiles: none (as they run) or base (locked to the "
+        "GPU's base clocks, comparable between runs)."
+    ),
 ]
 
 PolicyOverrides = Annotated[
@@ -159,6 +175,8 @@ def correctness_text(result: CorrectnessResult) -> str:
         return "\n".join(lines)
     verdict = "PASSED" if result.ok else "FAILED"
     lines = [f"run_correctness {verdict}: ({result.passed} / {result.trials}) trials matched the reference."]
+    if result.precision is not Precision.UNSPECIFIED:
+        lines[0] += f" Precision: {result.precision.value}."
     lines.extend(result.report_text.splitlines()[1:])
     return "\n".join(lines)
 
@@ -284,12 +302,14 @@ class ProfsvcTools:
         reference_code: ReferenceCode = None,
         file_name: FileName = None,
         trials: Trials = 0,
+        precision: PrecisionMode = "fp32",
     ) -> Annotated[CallToolResult, CorrectnessResult]:
         """Run ModelNew against the reference Model on fresh random inputs and compare outputs (needs a GPU).
 
         Answers PASSED or FAILED with max/mean absolute and relative errors and the first mismatch.
         """
-        result = self.client.check_correctness(self.source(kernel_code, reference_code, file_name), trials=trials)
+        source = self.source(kernel_code, reference_code, file_name)
+        result = self.client.check_correctness(source, trials=trials, precision=precision)
         return _answer(correctness_text(result), result)
 
     @_tool
@@ -302,6 +322,7 @@ class ProfsvcTools:
         launch_count: LaunchCount = 0,
         metric_set: MetricSet = "",
         nvcc_flags: NvccFlags = None,
+        clock_control: ClockControlChoice = "none",
     ) -> Annotated[CallToolResult, ProfileResult]:
         """Profile the candidate's kernels under Nsight Compute on the GPU (needs a GPU).
 
@@ -312,6 +333,7 @@ class ProfsvcTools:
             self.source(kernel_code, reference_code, file_name, nvcc_flags),
             kernel_filter=KernelFilter(name_regex=kernel_regex, launch_count=launch_count),
             metric_set=metric_set,
+            clock_control=clock_control,
         )
         return _answer(profile_text(result, "profile_kernel"), result)
 
@@ -341,6 +363,8 @@ class ProfsvcTools:
         trials: Trials = 0,
         skip_profile: Annotated[bool, Field(description="Skip the ncu profile (and the SOL score).")] = False,
         policy: PolicyOverrides = None,
+        precision: PrecisionMode = "fp32",
+        clock_control: ClockControlChoice = "none",
     ) -> Annotated[CallToolResult, EvaluateResult]:
         """Submit the final candidate: static check, compile, correctness, timing against the reference, memory,
         kernel launches and fusion, speed-of-light score and a short profile (needs a GPU)."""
@@ -349,6 +373,8 @@ class ProfsvcTools:
             trials=trials,
             skip_profile=skip_profile,
             policy=self.call_policy(policy),
+            precision=precision,
+            clock_control=clock_control,
         )
         return _answer(evaluate_text(result), result)
 

@@ -99,6 +99,17 @@ def _fill(message: Message, data: dict[str, Any]) -> None:
                 raise ValueError(f"{name} = {value!r} is out of range") from None
 
 
+def enum_value(message: Message, field: str) -> str:
+    """An enum field of a message as the models spell its value ("fp16" for PRECISION_FP16; a number no value
+    has, as its digits)."""
+    return _enum_to_str(message.DESCRIPTOR.fields_by_name[field].enum_type, getattr(message, field))
+
+
+def enum_number(message_type: type[Message], field: str, value: str) -> int:
+    """The number of an enum field's value as the models spell it (PRECISION_FP16's for "fp16")."""
+    return _enum_from_str(message_type.DESCRIPTOR.fields_by_name[field].enum_type, value)
+
+
 def to_model(message: Message, model: type[M]) -> M:
     """Convert a protobuf message into its pydantic model."""
     return model.model_validate(message_to_dict(message))

@@ -10,6 +10,7 @@ computes them from the results of several calls.
 from __future__ import annotations
 
 import enum
+from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,6 +34,49 @@ class Target(enum.StrEnum):
     UNSPECIFIED = "unspecified"
     CANDIDATE = "candidate"
     REFERENCE = "reference"
+
+
+class _Choice(enum.StrEnum):
+    """An option whose `unspecified` value (the wire's zero) stands for the server's default."""
+
+    @classmethod
+    def choices(cls) -> tuple[str, ...]:
+        """The values a caller may name, in the proto's order."""
+        return tuple(member.value for member in cls if member.value != "unspecified")
+
+    @classmethod
+    def named(cls, value: str, what: str) -> Self:
+        """The member `value` names (`unspecified` too); InvalidRequest listing the choices for anything else."""
+        if value != "unspecified" and value not in cls.choices():
+            # Imported here: the errors bring grpc, which a process that only reads results does without.
+            from profsvc_contract.errors import InvalidRequest, Reason
+
+            raise InvalidRequest(f"{what} {value!r} is not one of {', '.join(cls.choices())}", Reason.BAD_ARGUMENT)
+        return cls(value)
+
+
+class Precision(_Choice):
+    """The precision a Python problem's correctness check, timing and evaluation run in (KernelBench's modes)."""
+
+    UNSPECIFIED = "unspecified"
+    FP32 = "fp32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+
+
+class ClockControl(_Choice):
+    """How ncu sets the GPU's clocks while it profiles (its --clock-control)."""
+
+    UNSPECIFIED = "unspecified"
+    NONE = "none"
+    BASE = "base"
+
+
+# fp32 casts nothing: a request that names no precision runs the problem's own dtypes.
+DEFAULT_PRECISION = Precision.FP32
+# Clocks left as they are by default: agents compare their kernels against what they run at in the real world
+# (boost clocks), not at the base clocks ncu would lock them to.
+DEFAULT_CLOCK_CONTROL = ClockControl.NONE
 
 
 class Stage(enum.StrEnum):
@@ -349,6 +393,7 @@ class NcuRun(_Model):
     seconds: float = 0.0
     # The metric set ncu collected (the server's default named where the request named none).
     metric_set: str = ""
+    clock_control: ClockControl = ClockControl.UNSPECIFIED
 
 
 class JobError(_Model):
@@ -550,6 +595,7 @@ class CorrectnessResult(_Model):
     timings: dict[str, float] = Field(default_factory=dict)
     # The report as the CLI and the agent tools show it (the server renders it).
     report_text: str = ""
+    precision: Precision = Precision.UNSPECIFIED
 
 
 class TimingStats(_Model):
@@ -607,6 +653,7 @@ class BenchmarkResult(_Model):
     timings: dict[str, float] = Field(default_factory=dict)
     # The report as the CLI and the agent tools show it (the server renders it).
     report_text: str = ""
+    precision: Precision = Precision.UNSPECIFIED
 
 
 class EvaluateResult(_Model):
@@ -624,3 +671,4 @@ class EvaluateResult(_Model):
     timings: dict[str, float] = Field(default_factory=dict)
     # The report in Markdown (the server renders it).
     report_markdown: str = ""
+    precision: Precision = Precision.UNSPECIFIED

@@ -111,14 +111,15 @@ class PythonProblem:
         return Built(compile=result, status=status)
 
     def run_target(self, context: KindContext, source: SourceSpec, built: Built) -> RunTarget:
-        """The harness in profile mode: one warm-up outside, one measured call inside its NVTX range."""
+        """The harness in profile mode: one warm-up outside, one measured call inside its NVTX range, in the
+        source's precision."""
         target = _target(source)
 
         def argv(cell: Path) -> list[str]:
             main, reference = source.paths(cell)
             status = cell / PROFILE_STATUS
             command = harness_argv(context.config.python, main, reference, context.cache_root, status, "profile")
-            return [*command, "--target", target.value]
+            return [*command, "--target", target.value, "--precision", source.precision.value]
 
         builds = list(built.status.builds) if built.status is not None else []
         return RunTarget(

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from profsvc_contract.models import DEFAULT_CLOCK_CONTROL, ClockControl
+
 # Ranges a program marks with NVTX: any push/pop range and any start/end range, of the default domain (ncu reads
 # an include without `@` as the default domain's) and of any named one (`regex:` matches the domain part too).
 ANY_NVTX_RANGE = ("regex:.+/", "regex:.+", "regex:.+@.+/", "regex:.+@.+")
@@ -40,6 +42,9 @@ class NcuOptions:
     launch_count: int = 0
     launch_skip: int = 0
     extra_args: Sequence[str] = field(default_factory=tuple)
+    # ncu's --clock-control: `none` leaves the clocks as they are (the default: see the contract's
+    # DEFAULT_CLOCK_CONTROL), `base` locks them to the GPU's base clocks while ncu profiles.
+    clock_control: ClockControl = DEFAULT_CLOCK_CONTROL
 
 
 def ncu_command(ncu: str, options: NcuOptions, target: Sequence[str]) -> list[str]:
@@ -48,9 +53,8 @@ def ncu_command(ncu: str, options: NcuOptions, target: Sequence[str]) -> list[st
         ncu,
         "--config-file",
         "off",
-        # Leave clocks as they are (the GPU host is shared; locking needs admin and skews timings).
         "--clock-control",
-        "none",
+        options.clock_control.value,
         "--cache-control",
         "all",
         "--replay-mode",

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from profsvc.metrics.analysis import aggregate_kernels
 from profsvc.metrics.catalog import Catalog, load_catalog
-from profsvc_contract.models import Aggregate, DeltaRow, FigureValue, KernelResult, ProfileResult, Roofline
+from profsvc_contract.models import (
+    Aggregate,
+    ClockControl,
+    DeltaRow,
+    FigureValue,
+    KernelResult,
+    ProfileResult,
+    Roofline,
+)
 from profsvc_contract.units import format_value
 
 # Report sections that list every figure of a catalog group: (title, catalog group).
@@ -291,7 +299,9 @@ def _header(result: ProfileResult) -> list[str]:
     elif result.ncu.version:
         passes = sorted(set(result.ncu.passes))
         pass_text = f", {'/'.join(map(str, passes))} replay passes per kernel" if passes else ""
-        lines.append(f"ncu {result.ncu.version}{pass_text}, {result.ncu.seconds:.1f} s")
+        clocks = result.ncu.clock_control
+        clock_text = f", clock control {clocks.value}" if clocks is not ClockControl.UNSPECIFIED else ""
+        lines.append(f"ncu {result.ncu.version}{pass_text}{clock_text}, {result.ncu.seconds:.1f} s")
     if result.target:
         lines.append(f"target: {result.target}")
     if result.timings:

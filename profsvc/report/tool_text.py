@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from profsvc_contract.models import BenchmarkResult, CorrectnessResult, ModelTiming
+from profsvc_contract.models import BenchmarkResult, CorrectnessResult, ModelTiming, Precision
 from profsvc_contract.units import format_value
+
+
+def _in(precision: Precision) -> str:
+    """' (fp16)': the precision the models ran in, where the result states one."""
+    return "" if precision is Precision.UNSPECIFIED else f" ({precision.value})"
 
 
 def _timing_line(label: str, timing: ModelTiming) -> str:
@@ -21,7 +26,7 @@ def render_correctness_lines(correctness: CorrectnessResult) -> list[str]:
     if correctness.error.kind:
         return [f"correctness: could not run ({correctness.error.kind}): {correctness.error.message}"]
     verdict = "PASSED" if correctness.ok else "FAILED"
-    lines = [f"correctness {verdict}: {correctness.message}"]
+    lines = [f"correctness {verdict}{_in(correctness.precision)}: {correctness.message}"]
     if correctness.max_abs_error is not None:
         lines.append(
             f"  max_abs_err {correctness.max_abs_error:.3g}, mean_abs_err {correctness.mean_abs_error or 0:.3g},"
@@ -39,7 +44,11 @@ def render_benchmark_lines(benchmark: BenchmarkResult) -> list[str]:
         return [f"timing: could not run ({benchmark.error.kind}): {benchmark.error.message}"]
     if not benchmark.ok:
         return []
-    lines = [_timing_line("candidate", benchmark.candidate), _timing_line("reference", benchmark.reference)]
+    mode = _in(benchmark.precision)
+    lines = [
+        _timing_line(f"candidate{mode}", benchmark.candidate),
+        _timing_line(f"reference{mode}", benchmark.reference),
+    ]
     if benchmark.speedup is not None:
         lines.append(
             f"speedup {benchmark.speedup:.2f}x (95 % CI {benchmark.speedup_ci_low or 0:.2f}-"

@@ -18,7 +18,9 @@ from profsvc.staticcheck.policy import Level
 from profsvc.staticcheck.rules import load_rules
 from profsvc.telemetry import collect_timings
 from profsvc_contract.models import (
+    DEFAULT_CLOCK_CONTROL,
     BenchmarkResult,
+    ClockControl,
     CompileResult,
     CorrectnessResult,
     EvaluateResult,
@@ -66,8 +68,8 @@ def _job_error(compiled: CompileResult, status: HarnessStatus | None) -> JobErro
 async def check_correctness(
     scheduler: Scheduler, source: SourceSpec, trials: int, progress: ProgressSink | None = None
 ) -> CorrectnessResult:
-    """Run the correctness trials."""
-    options = {"trials": trials or DEFAULT_TRIALS}
+    """Run the correctness trials in the source's precision."""
+    options: dict[str, int | str] = {"trials": trials or DEFAULT_TRIALS, "precision": source.precision.value}
     with collect_timings() as timings:
         compiled, status = await run_checks(scheduler, source, "correctness", options, progress)
     if status is None or not status.ok or status.correctness is None:
@@ -75,6 +77,7 @@ async def check_correctness(
         result = CorrectnessResult(compile=compiled, error=error, message="could not run", timings=timings)
     else:
         result = CorrectnessResult.model_validate({**status.correctness, "compile": compiled, "timings": timings})
+    result.precision = source.precision
     result.report_text = "\n".join(render_correctness_lines(result)) + "\n"
     return result
 
@@ -82,14 +85,19 @@ async def check_correctness(
 async def benchmark(
     scheduler: Scheduler, source: SourceSpec, timed_calls: int, progress: ProgressSink | None = None
 ) -> BenchmarkResult:
-    """Time candidate and reference."""
-    options = {"timed-calls": timed_calls or DEFAULT_TIMED_CALLS, "warmup": WARMUP_CALLS}
+    """Time candidate and reference in the source's precision."""
+    options: dict[str, int | str] = {
+        "timed-calls": timed_calls or DEFAULT_TIMED_CALLS,
+        "warmup": WARMUP_CALLS,
+        "precision": source.precision.value,
+    }
     with collect_timings() as timings:
         compiled, status = await run_checks(scheduler, source, "benchmark", options, progress)
     if status is None or not status.ok or status.benchmark is None:
         result = BenchmarkResult(compile=compiled, error=_job_error(compiled, status), timings=timings)
     else:
         result = BenchmarkResult.model_validate({**status.benchmark, "compile": compiled, "timings": timings})
+    result.precision = source.precision
     result.report_text = "\n".join(render_benchmark_lines(result)) + "\n"
     return result
 
@@ -102,13 +110,15 @@ async def evaluate(
     progress: ProgressSink | None = None,
     session: SessionKey | None = None,
     policy: Policy | None = None,
+    clock_control: ClockControl = DEFAULT_CLOCK_CONTROL,
 ) -> EvaluateResult:
-    """Static check, build, correctness, timing, memory, launches, then (correct candidates) a profile and SOL.
+    """Static check, build, correctness, timing, memory, launches, then (correct candidates) a profile and SOL,
+    all in the source's precision; ncu sets the clocks as `clock_control` says.
 
     The static check's verdict under `policy` is part of the evaluation's: an error finding fails it.
     """
     with collect_timings() as timings:
-        result = await _evaluate(scheduler, source, trials, skip_profile, progress, session, policy)
+        result = await _evaluate(scheduler, source, trials, skip_profile, progress, session, policy, clock_control)
     result.timings = timings
     return result
 
@@ -121,9 +131,15 @@ async def _evaluate(
     progress: ProgressSink | None,
     session: SessionKey | None,
     policy: Policy | None,
+    clock_control: ClockControl,
 ) -> EvaluateResult:
-    result = EvaluateResult(static_check=static_check(source, policy))
-    options = {"trials": trials or DEFAULT_TRIALS, "timed-calls": DEFAULT_TIMED_CALLS, "warmup": WARMUP_CALLS}
+    result = EvaluateResult(static_check=static_check(source, policy), precision=source.precision)
+    options: dict[str, int | str] = {
+        "trials": trials or DEFAULT_TRIALS,
+        "timed-calls": DEFAULT_TIMED_CALLS,
+        "warmup": WARMUP_CALLS,
+        "precision": source.precision.value,
+    }
     # The run-time side of no_custom_kernel (no launch of the candidate's own kernels) follows the same policy.
     own_kernel = (policy or make_policy()).level(NO_CUSTOM_KERNEL, load_rules()) is Level.ERROR
     compiled, status = await run_checks(scheduler, source, "evaluate", options, progress, own_kernel)
@@ -135,8 +151,10 @@ async def _evaluate(
         result.correctness = CorrectnessResult.model_validate({**status.correctness, "compile": compiled})
         if status.benchmark is not None:
             result.benchmark = BenchmarkResult.model_validate({**status.benchmark, "compile": compiled})
+    result.correctness.precision = result.benchmark.precision = source.precision
     if result.correctness.ok and not skip_profile:
-        result.profile = await profile(scheduler, ProfileSpec(source=source, session=session), progress)
+        spec = ProfileSpec(source=source, session=session, clock_control=clock_control)
+        result.profile = await profile(scheduler, spec, progress)
         result.sol_pct = sol_pct(result.profile) if result.profile.ok else None
         result.sol_definition = SOL_DEFINITION
     elif skip_profile:

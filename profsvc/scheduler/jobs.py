@@ -9,7 +9,16 @@ from pathlib import Path
 from profsvc.metrics.derived import parse_derived
 from profsvc.ncu.metric_sets import MetricSetSpec
 from profsvc.scheduler.sessions import SessionKey
-from profsvc_contract.models import KernelFilter, Progress, SourceKind, Target
+from profsvc_contract.models import (
+    DEFAULT_CLOCK_CONTROL,
+    DEFAULT_PRECISION,
+    ClockControl,
+    KernelFilter,
+    Precision,
+    Progress,
+    SourceKind,
+    Target,
+)
 
 ProgressSink = Callable[[Progress], None]
 
@@ -27,6 +36,8 @@ class SourceSpec:
     # Which model of a Python problem runs (resolved by its kind's validation), and a program's arguments.
     target: Target = Target.UNSPECIFIED
     args: tuple[str, ...] = ()
+    # The precision a Python problem's models and inputs run in (profsvc.worker.precision); no part of its build.
+    precision: Precision = DEFAULT_PRECISION
 
     def files(self) -> dict[str, str | bytes]:
         """The files a worker's cell gets: name -> content."""
@@ -52,6 +63,7 @@ class ProfileSpec:
     derived: tuple[str, ...] = ()
     # Also write the HTML report (a few MB: asked for, not written for every result).
     html_report: bool = False
+    clock_control: ClockControl = DEFAULT_CLOCK_CONTROL
 
     def collected(self) -> tuple[str, ...]:
         """Every ncu metric to collect besides the set's: those named, and those the formulas read."""

@@ -27,12 +27,13 @@ async def run_checks(
     scheduler: Scheduler,
     source: SourceSpec,
     mode: str,
-    options: dict[str, int],
+    options: dict[str, int | str],
     progress: ProgressSink | None = None,
     own_kernel: bool = True,
 ) -> tuple[CompileResult, HarnessStatus | None]:
     """Build, then run `mode` (correctness, benchmark, evaluate) on a GPU: the judge in one cell, the
-    candidate's process in another (profsvc.worker.judge); the judge's status is the answer.
+    candidate's process in another (profsvc.worker.judge); the judge's status is the answer. `options`: the
+    judge's (trials, timed-calls, warmup, precision).
     `own_kernel`: a call that launches no kernel of the candidate's own fails correctness."""
     scheduler.require_gpu()
     async with scheduler.admit(progress) as job:
@@ -49,7 +50,7 @@ async def run_checks(
 
 
 async def _judged(
-    scheduler: Scheduler, source: SourceSpec, mode: str, options: dict[str, int], gpu: int, own_kernel: bool
+    scheduler: Scheduler, source: SourceSpec, mode: str, options: dict[str, int | str], gpu: int, own_kernel: bool
 ) -> HarnessStatus:
     """The judge and the candidate's process, paired by a relay; the judge's status."""
     relay = Relay()
@@ -73,7 +74,7 @@ async def _judged(
         command = [scheduler.config.python, "-m", JUDGE_MODULE, "--reference", str(cell / reference_name)]
         command += ["--cache", str(scheduler.cache.root)]
         command += ["--status", str(cell / status_name), "--mode", mode]
-        # The options a mode names (trials, timed-calls, warmup); the judge's defaults for the others.
+        # The options a mode names (trials, timed-calls, warmup, precision); the judge's defaults for the others.
         for name, value in options.items():
             command += [f"--{name}", str(value)]
         if alone:

@@ -34,6 +34,7 @@ def profile_ncu_options(spec: ProfileSpec, report: Path, default_nvtx: list[str]
         name_regex=kernel_filter.name_regex,
         launch_count=min(count, limits.max_launches),
         launch_skip=kernel_filter.launch_skip,
+        clock_control=spec.clock_control,
     )
 
 

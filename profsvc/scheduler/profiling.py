@@ -60,6 +60,7 @@ async def _profiled(scheduler: Scheduler, job: Job, spec: ProfileSpec) -> Profil
         passes=outcome.passes,
         seconds=outcome.seconds,
         metric_set=(spec.metric_set or default_set()).name,
+        clock_control=options.clock_control,
     )
     locations = dict(target.locations)
     status: HarnessStatus | None = None
@@ -118,11 +119,7 @@ async def _run_ncu(
     kind = f"ncu-gpu{gpu}"
     make_argv = target.argv
     limits, primed = scheduler.config.limits, scheduler.prime_ncu_workers
-    warm = (
-        target.warm
-        and options == default_ncu_options(options.export_path, limits)
-        and kind in scheduler.standby.kinds()
-    )
+    warm = _takes_warm_worker(scheduler, options, target, kind)
     # A primed worker's own kernel is ncu's first; the analysis leaves it out of the report's too.
     parser = ProgressParser(on_progress, skip_kernels=1 if warm and primed else 0)
     commands: list[list[str]] = []
@@ -153,6 +150,17 @@ async def _run_ncu(
         if target.status_name and status.is_file() and not status.is_symlink():
             shutil.move(status, job.workspace / target.status_name)
     return outcome
+
+
+def _takes_warm_worker(scheduler: Scheduler, options: NcuOptions, target: RunTarget, kind: str) -> bool:
+    """Whether the warm ncu worker `kind` may run the target. Its ncu started ahead of the job with the default
+    options, which it cannot change: a job with any other (a clock control, a metric set, a filter) would be
+    served with the worker's, so it starts a fresh ncu."""
+    return (
+        target.warm
+        and options == default_ncu_options(options.export_path, scheduler.config.limits)
+        and kind in scheduler.standby.kinds()
+    )
 
 
 def _ncu_failure(outcome: NcuOutcome, job_timeout_s: float) -> JobError | None:

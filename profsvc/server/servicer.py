@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -28,12 +29,14 @@ from profsvc.server.auth import Authenticator
 from profsvc.server.status import new_request_id, status_for_exception
 from profsvc.server.uploads import Uploads
 from profsvc.server.validation import (
+    validate_clock_control,
     validate_count,
     validate_derived,
     validate_filter,
     validate_metric_set,
     validate_metrics,
     validate_policy,
+    validate_precision,
     validate_session_id,
     validate_source,
     validate_upload_name,
@@ -41,7 +44,7 @@ from profsvc.server.validation import (
 from profsvc.telemetry import REQUEST_ID
 from profsvc_contract._proto import profiler_pb2 as pb
 from profsvc_contract._proto import profiler_pb2_grpc as pb_grpc
-from profsvc_contract.convert import to_model, to_proto
+from profsvc_contract.convert import enum_value, to_model, to_proto
 from profsvc_contract.errors import InvalidRequest, NotFound, Reason
 from profsvc_contract.models import (
     Capabilities,
@@ -194,6 +197,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
                 derived=validate_derived(request.derived, metrics),
                 html_report=request.html_report,
                 session=self._session(context, request.session_id),
+                clock_control=validate_clock_control(enum_value(request, "clock_control")),
             )
             return self._served(await profile(self.scheduler, spec, progress))
 
@@ -224,7 +228,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         """Correctness trials against the reference."""
 
         async def call() -> pb.CheckCorrectnessResponse:
-            source = self._source(request.source, Verb.CHECK)
+            source = self._problem(request, Verb.CHECK)
             trials = validate_count(request.trials, "trials", self.config.limits.max_trials)
             result = await check_correctness(self.scheduler, source, trials)
             return pb.CheckCorrectnessResponse(result=to_proto(result, pb.CorrectnessResult))
@@ -235,7 +239,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         """Candidate and reference timed the same way."""
 
         async def call() -> pb.BenchmarkResponse:
-            source = self._source(request.source, Verb.TIME)
+            source = self._problem(request, Verb.TIME)
             timed_calls = validate_count(request.trials, "trials", self.config.limits.max_timed_calls)
             result = await benchmark(self.scheduler, source, timed_calls)
             return pb.BenchmarkResponse(result=to_proto(result, pb.BenchmarkResult))
@@ -246,11 +250,14 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         """Everything for a submission; progress, then the result."""
 
         async def run(progress: ProgressSink) -> EvaluateResult:
-            source = self._source(request.source, Verb.EVALUATE)
+            source = self._problem(request, Verb.EVALUATE)
             trials = validate_count(request.trials, "trials", self.config.limits.max_trials)
             session = self._session(context, request.session_id)
             policy = validate_policy(_request_model(request.policy, StaticPolicy))
-            result = await evaluate(self.scheduler, source, trials, request.skip_profile, progress, session, policy)
+            clock_control = validate_clock_control(enum_value(request, "clock_control"))
+            result = await evaluate(
+                self.scheduler, source, trials, request.skip_profile, progress, session, policy, clock_control
+            )
             self._served(result.profile)
             return result
 
@@ -265,6 +272,13 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
 
     def _source(self, source: pb.KernelSource, verb: Verb) -> SourceSpec:
         return validate_source(_request_model(source, KernelSource), self.config.limits, verb)
+
+    def _problem(
+        self, request: pb.CheckCorrectnessRequest | pb.BenchmarkRequest | pb.EvaluateRequest, verb: Verb
+    ) -> SourceSpec:
+        """The source of a request that runs a problem's models, in the precision the request names."""
+        precision = validate_precision(enum_value(request, "precision"))
+        return dataclasses.replace(self._source(request.source, verb), precision=precision)
 
     async def Analyze(
         self, requests: AsyncIterator[pb.AnalyzeRequest], context: grpc.aio.ServicerContext

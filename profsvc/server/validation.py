@@ -17,7 +17,16 @@ from profsvc.ncu.metric_sets import MetricSetSpec, metric_sets, resolve
 from profsvc.scheduler.jobs import SourceSpec
 from profsvc.staticcheck import Policy, PolicyError, make_policy
 from profsvc_contract.errors import InvalidRequest, Reason
-from profsvc_contract.models import KernelFilter, KernelSource, SourceFile, StaticPolicy
+from profsvc_contract.models import (
+    DEFAULT_CLOCK_CONTROL,
+    DEFAULT_PRECISION,
+    ClockControl,
+    KernelFilter,
+    KernelSource,
+    Precision,
+    SourceFile,
+    StaticPolicy,
+)
 
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 # nvcc flags a request may pass: defines, optimisation, language level, register cap, fast math.
@@ -140,6 +149,19 @@ def validate_count(value: int, name: str, limit: int) -> int:
     if value > limit:
         raise InvalidRequest(f"{name} {value} is over the server's limit of {limit}", Reason.BAD_ARGUMENT)
     return value
+
+
+def validate_precision(value: str) -> Precision:
+    """A request's precision mode, as the models spell it (`unspecified`: fp32); InvalidRequest listing the modes
+    for anything else (a number a newer client sends)."""
+    named = Precision.named(value, "precision")
+    return DEFAULT_PRECISION if named is Precision.UNSPECIFIED else named
+
+
+def validate_clock_control(value: str) -> ClockControl:
+    """A request's clock control for ncu (`unspecified`: none); InvalidRequest listing the choices otherwise."""
+    named = ClockControl.named(value, "clock control")
+    return DEFAULT_CLOCK_CONTROL if named is ClockControl.UNSPECIFIED else named
 
 
 def validate_session_id(session_id: str) -> str:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import itertools
 from typing import Any, Protocol
 
-from profsvc.worker.correctness import clone_inputs, compare_all, flatten, trial_seed
+from profsvc.worker.correctness import Tolerances, clone_inputs, compare_all, flatten, trial_seed
+from profsvc.worker.precision import cast_model, cast_values, tolerances
 from profsvc.worker.problem import Problem
 from profsvc.worker.shapes import JITTER
 from profsvc.worker.timing import clocks_mhz, compare_timings, input_sets, time_model
@@ -40,13 +41,15 @@ class TimedCandidate(Protocol):
         ...
 
 
-def reuse_violation(reference: Any, candidate: TimedCandidate, inputs: list[Any], torch: Any) -> str:
+def reuse_violation(
+    reference: Any, candidate: TimedCandidate, inputs: list[Any], torch: Any, tolerance: Tolerances
+) -> str:
     """Refill timed input buffers with new values: a result cached by pointer, id or shape goes stale ('' if not)."""
     fresh = [torch.randn_like(x) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
     candidate_out = candidate.refill(fresh)
     reference_out = flatten(reference(*clone_inputs(fresh, torch)), torch)
     torch.cuda.synchronize()
-    verdict = compare_all(candidate_out, reference_out, torch)
+    verdict = compare_all(candidate_out, reference_out, torch, tolerance)
     if verdict["ok"]:
         return ""
     return (
@@ -82,21 +85,23 @@ def run_benchmark(
     seed: int,
     torch: Any,
     models_seed: int,
+    precision: str,
 ) -> dict[str, Any]:
-    """Time both models at the nominal shapes (the reference built after seeding with `models_seed`, as the
-    candidate's was); return the BenchmarkResult fields. Without a candidate (a published problem), the
-    reference alone."""
+    """Time both models at the nominal shapes in a precision mode (the reference built after seeding with
+    `models_seed` from the same init inputs, and cast, as the candidate's was); return the BenchmarkResult
+    fields. Without a candidate (a published problem), the reference alone."""
     JITTER.nominal()
-    init = problem.get_init_inputs()
+    init = cast_values(problem.get_init_inputs(), precision, torch)
     torch.manual_seed(models_seed)
     reference = problem.model(*init)
     if isinstance(reference, torch.nn.Module):
-        reference = reference.cuda().eval()
+        reference = cast_model(reference.cuda().eval(), precision, torch)
     counter = itertools.count()
 
     def make_inputs() -> list[Any]:
         torch.manual_seed(trial_seed(seed, TIMING_SEED_OFFSET + next(counter)))
-        return [x.cuda() if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
+        inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
+        return cast_values(inputs, precision, torch)
 
     with torch.no_grad():
         sets = input_sets(make_inputs, torch)
@@ -106,7 +111,7 @@ def run_benchmark(
             return {"ok": True, "reference": public, "method": METHOD, "clocks_mhz": clocks_mhz()}
         timed_candidate = candidate.time(sets, warmup, trials)
         timed_reference = time_model(reference, sets, warmup, trials, torch)
-        reuse = reuse_violation(reference, candidate, sets[0], torch)
+        reuse = reuse_violation(reference, candidate, sets[0], torch, tolerances(precision))
     comparison = compare_timings(timed_candidate, timed_reference)
     decisive = decisive_flags(timed_candidate, reuse)
     comparison["flags"] = [*decisive, *(f for f in comparison["flags"] if f not in decisive)]

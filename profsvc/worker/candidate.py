@@ -8,7 +8,7 @@ verdict, the reference and the status the server trusts are the judge's
 (profsvc.worker.judge), in a process this code never shares.
 
 Commands: `init` (import the candidate's module, build ModelNew from the
-init inputs), `call` (one call on the given inputs: outputs and the inputs as
+init inputs and cast it to the judge's precision), `call` (one call on the given inputs: outputs and the inputs as
 the call left them, optionally the kernels it launched), `time` (the timing
 loop of profsvc.worker.timing on input sets), `refill` (new values into the
 timed input buffers, then one call), `exit`.
@@ -25,6 +25,7 @@ from profsvc.worker.control import ControlChannel
 from profsvc.worker.correctness import clone_inputs, flatten, outputs_alias_inputs, poison_allocator
 from profsvc.worker.exchange import load, save, to_device
 from profsvc.worker.faults import fault_kind
+from profsvc.worker.precision import cast_model
 from profsvc.worker.problem import load_candidate
 from profsvc.worker.timing import launched_kernels, time_model
 
@@ -46,7 +47,10 @@ class _Candidate:
         init_inputs = load(self.cell / command["file"], torch)
         torch.manual_seed(int(command["seed"]))
         model = model_new(*init_inputs)
-        self.model = model.cuda().eval() if isinstance(model, torch.nn.Module) else model
+        if isinstance(model, torch.nn.Module):
+            # Cast here, by profsvc's code: the judge compares dtypes, so a model that refuses the cast fails.
+            model = cast_model(model.cuda().eval(), str(command["precision"]), torch)
+        self.model = model
         return {"ok": True}, []
 
     def call(self, command: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

@@ -1,6 +1,7 @@
 """Correctness trials: the candidate against the reference on fresh random inputs (run by the judge).
 
-Per trial: inputs from a seed derived from the server's secret seed; the
+Per trial: inputs from a seed derived from the server's secret seed (cast to
+the request's precision, as both models are: profsvc.worker.precision); the
 candidate runs first, in its own process, on its own copies of the inputs,
 with its allocator's free memory poisoned (0xFF bytes: NaN for floats) so
 unwritten output elements show; then the inputs as its call left them are
@@ -14,20 +15,16 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from profsvc.worker.precision import EXACT, cast_model, cast_values, tolerances
 from profsvc.worker.problem import Problem
 from profsvc.worker.shapes import JITTER
 
-# (atol, rtol) by output dtype; the result states the ones used.
-TOLERANCES: dict[str, tuple[float, float]] = {
-    "float64": (1e-7, 1e-7),
-    "float32": (1e-3, 1e-3),
-    "float16": (1e-2, 1e-2),
-    "bfloat16": (2e-2, 2e-2),
-}
-EXACT = (0.0, 0.0)
+# (atol, rtol) by output dtype.
+Tolerances = Mapping[str, tuple[float, float]]
 # Poisoned blocks: these byte sizes, a few of each, filled with 0xFF then freed to the caching allocator.
 POISON_SIZES = tuple(1 << k for k in range(9, 27, 2))
 POISON_COPIES = 4
@@ -71,8 +68,8 @@ def _shares_storage(a: Any, b: Any) -> bool:
     return start_a < end_b and start_b < end_a
 
 
-def compare(candidate: Any, reference: Any, torch: Any) -> dict[str, Any]:
-    """Compare one output tensor pair: ok, message, errors, first mismatch."""
+def compare(candidate: Any, reference: Any, torch: Any, tolerance: Tolerances) -> dict[str, Any]:
+    """Compare one output tensor pair within the tolerance of its dtype: ok, message, errors, first mismatch."""
     if not isinstance(candidate, torch.Tensor):
         return {"ok": False, "message": f"the candidate returned {type(candidate).__name__}, not a tensor"}
     if candidate.shape != reference.shape:
@@ -82,7 +79,7 @@ def compare(candidate: Any, reference: Any, torch: Any) -> dict[str, Any]:
     if candidate.device != reference.device:
         return {"ok": False, "message": f"output on {candidate.device}, reference on {reference.device}"}
     dtype = str(reference.dtype).removeprefix("torch.")
-    atol, rtol = TOLERANCES.get(dtype, EXACT)
+    atol, rtol = tolerance.get(dtype, EXACT)
     c, r = candidate.double(), reference.double()
     finite_r = torch.isfinite(r)
     if bool((~torch.isfinite(c) & finite_r).any()):
@@ -164,13 +161,15 @@ def own_kernels_ran(launched: list[str], own: set[str], vendor: bool) -> bool:
     return any(kernel_base_name(k) in own or (vendor and _VENDOR_KERNEL.search(k)) for k in launched)
 
 
-def compare_all(candidate_out: list[Any], reference_out: list[Any], torch: Any) -> dict[str, Any]:
+def compare_all(
+    candidate_out: list[Any], reference_out: list[Any], torch: Any, tolerance: Tolerances
+) -> dict[str, Any]:
     """Compare every output; the first failure decides, errors are the worst over all outputs."""
     if len(candidate_out) != len(reference_out):
         return {"ok": False, "message": f"{len(candidate_out)} outputs, the reference has {len(reference_out)}"}
     worst: dict[str, Any] = {"ok": True, "message": ""}
     for out, expected in zip(candidate_out, reference_out, strict=True):
-        verdict = compare(out, expected, torch)
+        verdict = compare(out, expected, torch, tolerance)
         for key in ("max_abs_error", "mean_abs_error", "max_rel_error"):
             if key in verdict:
                 worst[key] = max(worst.get(key, 0.0), verdict[key])
@@ -195,15 +194,18 @@ def run_trial(
     seed: int,
     jitter: bool,
     torch: Any,
-    own: OwnKernels | None = None,
+    own: OwnKernels | None,
+    precision: str,
 ) -> dict[str, Any]:
-    """One trial: the candidate first on its own copies, then checks, then the reference."""
+    """One trial in a precision mode: the candidate first on its own copies, then checks, then the reference."""
     if jitter:
         JITTER.trial(seed)
     else:
         JITTER.nominal()
     torch.manual_seed(seed)
-    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
+    inputs = cast_values(
+        [x.cuda() if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()], precision, torch
+    )
     shapes = [str(list(x.shape)) for x in inputs if isinstance(x, torch.Tensor)]
     originals = clone_inputs(inputs, torch)
     called = candidate.call(inputs, poison=True, record=own is not None)
@@ -216,7 +218,7 @@ def run_trial(
         return {"ok": False, "input_shapes": shapes, "message": message}
     reference_out = flatten(reference_model(*clone_inputs(inputs, torch)), torch)
     torch.cuda.synchronize()
-    return {"input_shapes": shapes, **compare_all(called.outputs, reference_out, torch)}
+    return {"input_shapes": shapes, **compare_all(called.outputs, reference_out, torch, tolerances(precision))}
 
 
 def run_correctness(
@@ -227,22 +229,22 @@ def run_correctness(
     torch: Any,
     own: OwnKernels | None,
     models_seed: int,
+    precision: str,
 ) -> dict[str, Any]:
     """All trials; trial 0 uses the nominal shapes (and checks the candidate's own kernels ran), later ones
     jittered shapes where the problem asks. The reference is built after seeding with `models_seed`, as the
-    candidate's model was in its process."""
-    init = problem.get_init_inputs()
+    candidate's model was in its process, from the same init inputs, and cast to the precision as that one."""
+    init = cast_values(problem.get_init_inputs(), precision, torch)
     torch.manual_seed(models_seed)
     reference_model = problem.model(*init)
     if isinstance(reference_model, torch.nn.Module):
-        reference_model = reference_model.cuda().eval()
+        reference_model = cast_model(reference_model.cuda().eval(), precision, torch)
     results = []
     with torch.no_grad():
         for index in range(trials):
             checks = own if index == 0 else None
-            trial = run_trial(
-                problem, reference_model, candidate, trial_seed(server_seed, index), index > 0, torch, checks
-            )
+            seed = trial_seed(server_seed, index)
+            trial = run_trial(problem, reference_model, candidate, seed, index > 0, torch, checks, precision)
             trial["index"] = index
             if not trial["ok"] and index > 0 and results and results[0]["ok"]:
                 if trial["input_shapes"] != results[0]["input_shapes"]:
@@ -263,7 +265,7 @@ def run_correctness(
         "trials": trials,
         "passed": passed,
         "trial_results": results,
-        "tolerances": [{"dtype": d, "atol": a, "rtol": r} for d, (a, r) in TOLERANCES.items()],
+        "tolerances": [{"dtype": d, "atol": a, "rtol": r} for d, (a, r) in tolerances(precision).items()],
         "message": f"{passed} / {trials} trials matched the reference"
         + (f"; trial {failed['index']}: {failed['message']}" if failed else ""),
         **worst,

@@ -3,7 +3,8 @@
 Run as `python -m profsvc.worker.harness ...`. Modes: compile (import only),
 profile (under ncu: warm up outside the NVTX range, so the range holds exactly
 the kernels of one measured call: no warm-up, no reference, no torch start-up
-kernels), and candidate (the candidate's side of a correctness check or a
+kernels; inputs and weights cast to the job's precision, as the judge casts
+them), and candidate (the candidate's side of a correctness check or a
 benchmark, driven by the judge: profsvc.worker.candidate). It never raises: it
 writes what happened to the status file (JSON) and exits 0, or 1 when the
 user's code failed.
@@ -31,6 +32,7 @@ from profsvc.worker.exchange import to_device
 from profsvc.worker.faults import fault_kind
 from profsvc.worker.inline_cache import InlineRecorder, install
 from profsvc.worker.prebuild import BUILD_ERROR_PREFIX, prebuild
+from profsvc.worker.precision import DEFAULT_PRECISION, PRECISIONS, cast_model, cast_values
 from profsvc.worker.problem import ProblemError, load_problem
 from profsvc.worker.shapes import JITTER
 from profsvc.worker.warm import WARM_LIBRARIES, job_argv
@@ -136,14 +138,15 @@ def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecord
     status["stage"] = "running"
     import nvtx
 
+    precision = args.precision
     torch.manual_seed(seed)
     with torch.no_grad():
         chosen = problem.model_new if args.target == "candidate" else problem.model
-        model = chosen(*problem.get_init_inputs())
+        model = chosen(*cast_values(list(problem.get_init_inputs()), precision, torch))
         if isinstance(model, torch.nn.Module):
-            model = model.cuda().eval()
+            model = cast_model(model.cuda().eval(), precision, torch)
         given = list(problem.get_inputs())
-        inputs = to_device(given, torch)
+        inputs = cast_values(to_device(given, torch), precision, torch)
         if _any_on_host(given, torch):
             # Published problems make their inputs on the CPU; the measured call must not hold the copies.
             status.setdefault("warnings", []).append(
@@ -217,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--range", default=MEASURED_RANGE, help="NVTX range around the measured call, profsvc's domain")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--target", choices=("candidate", "reference"), default="candidate", help="model to run")
+    parser.add_argument("--precision", choices=PRECISIONS, default=DEFAULT_PRECISION)
     args = parser.parse_args(argv)
     recorder = InlineRecorder()
     status: dict[str, Any] = {"ok": False, "stage": "compiling"}

@@ -34,6 +34,7 @@ from profsvc.worker.exchange import load, save, to_device
 from profsvc.worker.faults import fault_kind
 from profsvc.worker.harness import exit_without_teardown, warm_gpu
 from profsvc.worker.inline_cache import InlineRecorder, install
+from profsvc.worker.precision import DEFAULT_PRECISION, PRECISIONS, cast_values
 from profsvc.worker.problem import ProblemError, load_reference
 from profsvc.worker.shapes import JITTER
 from profsvc.worker.warm import job_argv
@@ -119,10 +120,11 @@ class CandidateProcess:
         finally:
             (self.cell / name).unlink(missing_ok=True)
 
-    def init(self, init_inputs: list[Any], seed: int) -> None:
-        """Build the candidate's model in its process."""
+    def init(self, init_inputs: list[Any], seed: int, precision: str) -> None:
+        """Build the candidate's model in its process, from init inputs already cast to the precision; its process
+        casts the model it built."""
         name = self._send("init", list(init_inputs))
-        self._ask({"do": "init", "file": name, "seed": seed}, [name])
+        self._ask({"do": "init", "file": name, "seed": seed, "precision": precision}, [name])
 
     def call(self, inputs: list[Any], *, poison: bool, record: bool) -> CandidateCall:
         """One call on copies of `inputs`."""
@@ -177,18 +179,22 @@ def judge(args: argparse.Namespace, status: dict[str, Any], candidate: Candidate
     seed = int(json.loads(sys.stdin.readline())["seed"])
     problem = load_reference(Path(args.reference))
     models_seed = init_seed(seed)
+    precision = args.precision
     JITTER.nominal()
+    timed = (args.timed_calls, args.warmup, seed, torch, models_seed, precision)
     if args.no_candidate:
         # A published problem's reference, timed alone.
-        status["benchmark"] = run_benchmark(problem, None, args.timed_calls, args.warmup, seed, torch, models_seed)
+        status["benchmark"] = run_benchmark(problem, None, *timed)
         status["ok"] = True
         return
-    candidate.init(problem.get_init_inputs(), models_seed)
+    candidate.init(cast_values(problem.get_init_inputs(), precision, torch), models_seed, precision)
     if args.mode in ("correctness", "evaluate"):
         own = _own_kernels(args.own_kernels)
-        status["correctness"] = run_correctness(problem, candidate, args.trials, seed, torch, own, models_seed)
+        status["correctness"] = run_correctness(
+            problem, candidate, args.trials, seed, torch, own, models_seed, precision
+        )
     if args.mode in ("benchmark", "evaluate"):
-        status["benchmark"] = run_benchmark(problem, candidate, args.timed_calls, args.warmup, seed, torch, models_seed)
+        status["benchmark"] = run_benchmark(problem, candidate, *timed)
     status["ok"] = True
 
 
@@ -204,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timed-calls", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--own-kernels", default="", help="JSON file: the candidate's own kernel names")
+    parser.add_argument("--precision", choices=PRECISIONS, default=DEFAULT_PRECISION)
     parser.add_argument("--no-candidate", action="store_true", help="time the reference alone (benchmark)")
     args = parser.parse_args(argv)
     import torch

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from profsvc.ncu.command import NcuOptions, marks_nvtx_ranges, ncu_command
 from profsvc.ncu.runner import NcuProgress, ProgressParser
+from profsvc_contract.models import ClockControl
+
+# ncu 2025.3's `--clock-control {base,none,reset}` (Nsight Compute CLI guide; `boost` and `force-boost` came with
+# 2025.4): the values it takes, written down apart from profsvc's own list.
+NCU_CLOCK_CONTROL = {"base", "none", "reset"}
 
 
 def test_python_problem_command():
@@ -25,6 +32,26 @@ def test_python_problem_command():
         "--export", "/j/report.ncu-rep", "--force-overwrite",
         "python", "-m", "profsvc.worker.harness",
     ]  # fmt: skip
+
+
+def _clock_control(argv: list[str]) -> str:
+    assert argv.count("--clock-control") == 1
+    return argv[argv.index("--clock-control") + 1]
+
+
+def test_clocks_are_left_alone_unless_asked():
+    argv = ncu_command("ncu", NcuOptions(collection_args=(), export_path=Path("r")), ["./program"])
+    assert _clock_control(argv) == "none"
+
+
+@pytest.mark.parametrize("choice", ClockControl.choices())
+def test_every_clock_control_a_request_may_name_reaches_ncu_as_a_value_it_takes(choice):
+    options = NcuOptions(collection_args=(), export_path=Path("r"), clock_control=ClockControl(choice))
+    argv = ncu_command("ncu", options, ["./program"])
+    assert _clock_control(argv) == choice
+    assert choice in NCU_CLOCK_CONTROL
+    # An option of ncu's, before the profiled program's own arguments.
+    assert argv.index("--clock-control") < argv.index("./program")
 
 
 def test_kernel_filter_flags():

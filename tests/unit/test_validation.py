@@ -7,14 +7,18 @@ import pytest
 from profsvc.config import Limits
 from profsvc.kinds import Verb
 from profsvc.server.validation import (
+    validate_clock_control,
     validate_derived,
     validate_filter,
     validate_metric_set,
     validate_metrics,
+    validate_precision,
     validate_source,
 )
+from profsvc_contract._proto import profiler_pb2 as pb
+from profsvc_contract.convert import enum_value
 from profsvc_contract.errors import InvalidRequest, Reason
-from profsvc_contract.models import KernelFilter, KernelSource, SourceFile, SourceKind
+from profsvc_contract.models import ClockControl, KernelFilter, KernelSource, Precision, SourceFile, SourceKind
 from tests.conftest import FIXTURES
 
 LIMITS = Limits(max_source_bytes=4096)
@@ -171,3 +175,47 @@ def test_derived_metrics_are_parsed_and_their_names_kept_apart():
         with pytest.raises(InvalidRequest, match=why) as caught:
             validate_derived(tuple(texts), metrics)
         assert caught.value.reason == Reason.BAD_ARGUMENT
+
+
+@pytest.mark.parametrize(
+    ("number", "expected"),
+    [
+        (pb.PRECISION_UNSPECIFIED, Precision.FP32),
+        (pb.PRECISION_FP32, Precision.FP32),
+        (pb.PRECISION_FP16, Precision.FP16),
+        (pb.PRECISION_BF16, Precision.BF16),
+    ],
+)
+def test_a_requests_precision_and_its_default(number, expected):
+    request = pb.CheckCorrectnessRequest(precision=number)
+    assert validate_precision(enum_value(request, "precision")) is expected
+
+
+@pytest.mark.parametrize(
+    ("number", "expected"),
+    [
+        (pb.CLOCK_CONTROL_UNSPECIFIED, ClockControl.NONE),
+        (pb.CLOCK_CONTROL_NONE, ClockControl.NONE),
+        (pb.CLOCK_CONTROL_BASE, ClockControl.BASE),
+    ],
+)
+def test_a_requests_clock_control_and_its_default(number, expected):
+    request = pb.ProfileRequest(clock_control=number)
+    assert validate_clock_control(enum_value(request, "clock_control")) is expected
+
+
+@pytest.mark.parametrize(
+    ("message", "field", "validate", "choices"),
+    [
+        (pb.EvaluateRequest, "precision", validate_precision, "fp32, fp16, bf16"),
+        (pb.EvaluateRequest, "clock_control", validate_clock_control, "none, base"),
+    ],
+)
+def test_a_value_this_server_does_not_know_is_refused_listing_the_choices(message, field, validate, choices):
+    # A number no value of the enum has, as a newer client's would be: proto3 keeps it, the server refuses it.
+    request = message(**{field: 9})
+    with pytest.raises(InvalidRequest) as caught:
+        validate(enum_value(request, field))
+    assert caught.value.reason == Reason.BAD_ARGUMENT
+    assert caught.value.message.endswith(f"'9' is not one of {choices}")
+    assert "\n" not in caught.value.message

@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
 from profsvc.config import ServerConfig
 from profsvc.host import HostInfo
+from profsvc.kinds import RunTarget
 from profsvc.metrics.analysis import analyze_report
-from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE, in_profsvc_range
+from profsvc.metrics.nvtx import MEASURED_INCLUDE, PROFILER_WARMUP_RANGE, in_profsvc_range
 from profsvc.ncu.locate import NcuInstall
-from profsvc.scheduler.ncu_options import default_ncu_options, warm_ncu_options
-from profsvc.scheduler.scheduler import Scheduler
+from profsvc.proc import ProcessResult
+from profsvc.report.text import render_text
+from profsvc.scheduler.jobs import ProfileSpec, SourceSpec
+from profsvc.scheduler.ncu_options import default_ncu_options, profile_ncu_options, warm_ncu_options
+from profsvc.scheduler.profiling import _run_ncu
+from profsvc.scheduler.scheduler import Job, Scheduler
 from profsvc.server import app
 from profsvc.telemetry import Telemetry
 from profsvc.worker.warm import WARM_PROFILER
 from profsvc_client import cli
-from profsvc_contract.models import GpuInfo
+from profsvc_contract.models import ClockControl, GpuInfo, NcuRun, ProfileResult, SourceKind
 from tests.conftest import FIXTURES
 
 
@@ -65,6 +73,44 @@ def test_no_priming_with_several_gpus_or_when_turned_off(tmp_path, gpus, config)
     assert warm_ncu_options(report, limits, scheduler.prime_ncu_workers) == default_ncu_options(report, limits)
 
 
+def _clock_control(argv: list[str]) -> str:
+    return argv[argv.index("--clock-control") + 1]
+
+
+@pytest.mark.parametrize(("gpus", "config"), [(1, {}), (2, {}), (1, {"ncu_warmup": False})])
+def test_warm_ncu_workers_start_with_the_clocks_left_alone(tmp_path, gpus, config):
+    scheduler = _scheduler(tmp_path, gpus=gpus, **config)
+    assert {_clock_control(list(scheduler._ncu_standby_spec(gpu).command(tmp_path))) for gpu in range(gpus)} == {"none"}
+
+
+@pytest.mark.parametrize(("clock_control", "taken"), [(ClockControl.NONE, "ncu-gpu0"), (ClockControl.BASE, "")])
+def test_a_clock_control_the_warm_worker_lacks_starts_a_fresh_ncu(tmp_path, monkeypatch, clock_control, taken):
+    scheduler = _scheduler(tmp_path, gpus=1)
+    monkeypatch.setattr(scheduler.standby, "kinds", lambda: ["ncu-gpu0"])
+    kinds: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def run(
+        kind: str, make_argv: Callable[[Path], list[str]], *, fresh: Callable[[list[str], Path], list[str]], **_: object
+    ) -> AsyncIterator[tuple[ProcessResult, Path]]:
+        # As Cells.run: the named kind's warm worker (its ncu already running), else the argv `fresh` wraps in ncu.
+        kinds.append(kind)
+        cell = tmp_path / "cell"
+        cell.mkdir(exist_ok=True)
+        argv = make_argv(cell) if kind else fresh(make_argv(cell), cell)
+        yield ProcessResult(tuple(argv), 0, "", "", 0.1, False), cell
+
+    monkeypatch.setattr(scheduler.cells, "run", run)
+    source = SourceSpec(kind=SourceKind.PYTHON_PROBLEM, main_name="p.py", main_text="")
+    spec = ProfileSpec(source=source, clock_control=clock_control)
+    options = profile_ncu_options(spec, tmp_path / "report.ncu-rep", [MEASURED_INCLUDE], scheduler.config.limits)
+    target = RunTarget(argv=lambda cell: ["python", "-m", "profsvc.worker.harness"], files={}, readonly=[], warm=True)
+    outcome = asyncio.run(_run_ncu(scheduler, Job("j", tmp_path, None, {}), 0, options, target, lambda _: None))
+    assert kinds == [taken]
+    # The command the result states: the clocks the kernels were profiled under.
+    assert _clock_control(outcome.command) == clock_control.value
+
+
 @pytest.mark.parametrize(("flag", "expected"), [([], True), (["--no-ncu-warmup"], False)])
 def test_serve_passes_the_ncu_warmup_choice_to_the_server(monkeypatch, tmp_path, flag, expected):
     # The server itself is stood in for: what reaches it is the configuration `profsvc serve` built.
@@ -98,3 +144,10 @@ def test_a_warm_up_range_in_the_default_domain_is_not_profsvcs(reader):
         ("spin_kernel", 0),
         ("vga_linear_kernel", 1),
     ]
+
+
+def test_the_profile_report_states_the_clock_control():
+    base = render_text(ProfileResult(ncu=NcuRun(version="2025.3.1", seconds=2.0, clock_control=ClockControl.BASE)))
+    assert "ncu 2025.3.1, clock control base, 2.0 s" in base
+    # A result that states none (an older server's) says nothing of it.
+    assert "clock control" not in render_text(ProfileResult(ncu=NcuRun(version="2025.3.1", seconds=2.0)))

@@ -21,6 +21,19 @@ class Target(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TARGET_CANDIDATE: _ClassVar[Target]
     TARGET_REFERENCE: _ClassVar[Target]
 
+class Precision(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PRECISION_UNSPECIFIED: _ClassVar[Precision]
+    PRECISION_FP32: _ClassVar[Precision]
+    PRECISION_FP16: _ClassVar[Precision]
+    PRECISION_BF16: _ClassVar[Precision]
+
+class ClockControl(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CLOCK_CONTROL_UNSPECIFIED: _ClassVar[ClockControl]
+    CLOCK_CONTROL_NONE: _ClassVar[ClockControl]
+    CLOCK_CONTROL_BASE: _ClassVar[ClockControl]
+
 class Severity(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     SEVERITY_UNSPECIFIED: _ClassVar[Severity]
@@ -45,6 +58,13 @@ SOURCE_KIND_PYTHON_PROGRAM: SourceKind
 TARGET_UNSPECIFIED: Target
 TARGET_CANDIDATE: Target
 TARGET_REFERENCE: Target
+PRECISION_UNSPECIFIED: Precision
+PRECISION_FP32: Precision
+PRECISION_FP16: Precision
+PRECISION_BF16: Precision
+CLOCK_CONTROL_UNSPECIFIED: ClockControl
+CLOCK_CONTROL_NONE: ClockControl
+CLOCK_CONTROL_BASE: ClockControl
 SEVERITY_UNSPECIFIED: Severity
 SEVERITY_ERROR: Severity
 SEVERITY_WARNING: Severity
@@ -222,7 +242,7 @@ class CompileResponse(_message.Message):
     def __init__(self, result: _Optional[_Union[CompileResult, _Mapping]] = ...) -> None: ...
 
 class ProfileRequest(_message.Message):
-    __slots__ = ("source", "filter", "metric_set", "session_id", "metrics", "derived", "html_report")
+    __slots__ = ("source", "filter", "metric_set", "session_id", "metrics", "derived", "html_report", "clock_control")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     METRIC_SET_FIELD_NUMBER: _ClassVar[int]
@@ -230,6 +250,7 @@ class ProfileRequest(_message.Message):
     METRICS_FIELD_NUMBER: _ClassVar[int]
     DERIVED_FIELD_NUMBER: _ClassVar[int]
     HTML_REPORT_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_CONTROL_FIELD_NUMBER: _ClassVar[int]
     source: KernelSource
     filter: KernelFilter
     metric_set: str
@@ -237,7 +258,8 @@ class ProfileRequest(_message.Message):
     metrics: _containers.RepeatedScalarFieldContainer[str]
     derived: _containers.RepeatedScalarFieldContainer[str]
     html_report: bool
-    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., filter: _Optional[_Union[KernelFilter, _Mapping]] = ..., metric_set: _Optional[str] = ..., session_id: _Optional[str] = ..., metrics: _Optional[_Iterable[str]] = ..., derived: _Optional[_Iterable[str]] = ..., html_report: _Optional[bool] = ...) -> None: ...
+    clock_control: ClockControl
+    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., filter: _Optional[_Union[KernelFilter, _Mapping]] = ..., metric_set: _Optional[str] = ..., session_id: _Optional[str] = ..., metrics: _Optional[_Iterable[str]] = ..., derived: _Optional[_Iterable[str]] = ..., html_report: _Optional[bool] = ..., clock_control: _Optional[_Union[ClockControl, str]] = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ("stage", "message", "passes", "kernel_index", "elapsed_seconds", "queue_position")
@@ -529,18 +551,20 @@ class ArtifactRef(_message.Message):
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., content_type: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
 
 class NcuRun(_message.Message):
-    __slots__ = ("version", "command", "passes", "seconds", "metric_set")
+    __slots__ = ("version", "command", "passes", "seconds", "metric_set", "clock_control")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     PASSES_FIELD_NUMBER: _ClassVar[int]
     SECONDS_FIELD_NUMBER: _ClassVar[int]
     METRIC_SET_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_CONTROL_FIELD_NUMBER: _ClassVar[int]
     version: str
     command: str
     passes: _containers.RepeatedScalarFieldContainer[int]
     seconds: float
     metric_set: str
-    def __init__(self, version: _Optional[str] = ..., command: _Optional[str] = ..., passes: _Optional[_Iterable[int]] = ..., seconds: _Optional[float] = ..., metric_set: _Optional[str] = ...) -> None: ...
+    clock_control: ClockControl
+    def __init__(self, version: _Optional[str] = ..., command: _Optional[str] = ..., passes: _Optional[_Iterable[int]] = ..., seconds: _Optional[float] = ..., metric_set: _Optional[str] = ..., clock_control: _Optional[_Union[ClockControl, str]] = ...) -> None: ...
 
 class JobError(_message.Message):
     __slots__ = ("kind", "message", "stage", "kernel", "detail")
@@ -694,12 +718,14 @@ class StaticCheckResponse(_message.Message):
     def __init__(self, result: _Optional[_Union[StaticCheckResult, _Mapping]] = ...) -> None: ...
 
 class CheckCorrectnessRequest(_message.Message):
-    __slots__ = ("source", "trials")
+    __slots__ = ("source", "trials", "precision")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     TRIALS_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
     source: KernelSource
     trials: int
-    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., trials: _Optional[int] = ...) -> None: ...
+    precision: Precision
+    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., trials: _Optional[int] = ..., precision: _Optional[_Union[Precision, str]] = ...) -> None: ...
 
 class Tolerance(_message.Message):
     __slots__ = ("dtype", "atol", "rtol")
@@ -732,7 +758,7 @@ class TrialResult(_message.Message):
     def __init__(self, index: _Optional[int] = ..., ok: _Optional[bool] = ..., message: _Optional[str] = ..., input_shapes: _Optional[_Iterable[str]] = ..., max_abs_error: _Optional[float] = ..., mean_abs_error: _Optional[float] = ..., max_rel_error: _Optional[float] = ..., first_mismatch: _Optional[str] = ...) -> None: ...
 
 class CorrectnessResult(_message.Message):
-    __slots__ = ("ok", "trials", "passed", "trial_results", "tolerances", "max_abs_error", "mean_abs_error", "max_rel_error", "message", "error", "compile", "timings", "report_text")
+    __slots__ = ("ok", "trials", "passed", "trial_results", "tolerances", "max_abs_error", "mean_abs_error", "max_rel_error", "message", "error", "compile", "timings", "report_text", "precision")
     class TimingsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -753,6 +779,7 @@ class CorrectnessResult(_message.Message):
     COMPILE_FIELD_NUMBER: _ClassVar[int]
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
     REPORT_TEXT_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     trials: int
     passed: int
@@ -766,7 +793,8 @@ class CorrectnessResult(_message.Message):
     compile: CompileResult
     timings: _containers.ScalarMap[str, float]
     report_text: str
-    def __init__(self, ok: _Optional[bool] = ..., trials: _Optional[int] = ..., passed: _Optional[int] = ..., trial_results: _Optional[_Iterable[_Union[TrialResult, _Mapping]]] = ..., tolerances: _Optional[_Iterable[_Union[Tolerance, _Mapping]]] = ..., max_abs_error: _Optional[float] = ..., mean_abs_error: _Optional[float] = ..., max_rel_error: _Optional[float] = ..., message: _Optional[str] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., timings: _Optional[_Mapping[str, float]] = ..., report_text: _Optional[str] = ...) -> None: ...
+    precision: Precision
+    def __init__(self, ok: _Optional[bool] = ..., trials: _Optional[int] = ..., passed: _Optional[int] = ..., trial_results: _Optional[_Iterable[_Union[TrialResult, _Mapping]]] = ..., tolerances: _Optional[_Iterable[_Union[Tolerance, _Mapping]]] = ..., max_abs_error: _Optional[float] = ..., mean_abs_error: _Optional[float] = ..., max_rel_error: _Optional[float] = ..., message: _Optional[str] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., timings: _Optional[_Mapping[str, float]] = ..., report_text: _Optional[str] = ..., precision: _Optional[_Union[Precision, str]] = ...) -> None: ...
 
 class CheckCorrectnessResponse(_message.Message):
     __slots__ = ("result",)
@@ -775,12 +803,14 @@ class CheckCorrectnessResponse(_message.Message):
     def __init__(self, result: _Optional[_Union[CorrectnessResult, _Mapping]] = ...) -> None: ...
 
 class BenchmarkRequest(_message.Message):
-    __slots__ = ("source", "trials")
+    __slots__ = ("source", "trials", "precision")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     TRIALS_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
     source: KernelSource
     trials: int
-    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., trials: _Optional[int] = ...) -> None: ...
+    precision: Precision
+    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., trials: _Optional[int] = ..., precision: _Optional[_Union[Precision, str]] = ...) -> None: ...
 
 class TimingStats(_message.Message):
     __slots__ = ("median_us", "mean_us", "std_us", "min_us", "p10_us", "p90_us", "n", "median_ci_low_us", "median_ci_high_us")
@@ -829,7 +859,7 @@ class ModelTiming(_message.Message):
     def __init__(self, events: _Optional[_Union[TimingStats, _Mapping]] = ..., wall: _Optional[_Union[TimingStats, _Mapping]] = ..., kernels: _Optional[_Union[TimingStats, _Mapping]] = ..., launches_per_call: _Optional[int] = ..., launch_records: _Optional[_Iterable[_Union[LaunchRecord, _Mapping]]] = ..., peak_memory_bytes: _Optional[int] = ...) -> None: ...
 
 class BenchmarkResult(_message.Message):
-    __slots__ = ("ok", "candidate", "reference", "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_basis", "method", "clocks_mhz", "flags", "memory_ratio", "fusion_ratio", "error", "compile", "decisive_flags", "timings", "report_text")
+    __slots__ = ("ok", "candidate", "reference", "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_basis", "method", "clocks_mhz", "flags", "memory_ratio", "fusion_ratio", "error", "compile", "decisive_flags", "timings", "report_text", "precision")
     class ClocksMhzEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -861,6 +891,7 @@ class BenchmarkResult(_message.Message):
     DECISIVE_FLAGS_FIELD_NUMBER: _ClassVar[int]
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
     REPORT_TEXT_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     candidate: ModelTiming
     reference: ModelTiming
@@ -878,7 +909,8 @@ class BenchmarkResult(_message.Message):
     decisive_flags: _containers.RepeatedScalarFieldContainer[str]
     timings: _containers.ScalarMap[str, float]
     report_text: str
-    def __init__(self, ok: _Optional[bool] = ..., candidate: _Optional[_Union[ModelTiming, _Mapping]] = ..., reference: _Optional[_Union[ModelTiming, _Mapping]] = ..., speedup: _Optional[float] = ..., speedup_ci_low: _Optional[float] = ..., speedup_ci_high: _Optional[float] = ..., speedup_basis: _Optional[str] = ..., method: _Optional[str] = ..., clocks_mhz: _Optional[_Mapping[str, float]] = ..., flags: _Optional[_Iterable[str]] = ..., memory_ratio: _Optional[float] = ..., fusion_ratio: _Optional[float] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., decisive_flags: _Optional[_Iterable[str]] = ..., timings: _Optional[_Mapping[str, float]] = ..., report_text: _Optional[str] = ...) -> None: ...
+    precision: Precision
+    def __init__(self, ok: _Optional[bool] = ..., candidate: _Optional[_Union[ModelTiming, _Mapping]] = ..., reference: _Optional[_Union[ModelTiming, _Mapping]] = ..., speedup: _Optional[float] = ..., speedup_ci_low: _Optional[float] = ..., speedup_ci_high: _Optional[float] = ..., speedup_basis: _Optional[str] = ..., method: _Optional[str] = ..., clocks_mhz: _Optional[_Mapping[str, float]] = ..., flags: _Optional[_Iterable[str]] = ..., memory_ratio: _Optional[float] = ..., fusion_ratio: _Optional[float] = ..., error: _Optional[_Union[JobError, _Mapping]] = ..., compile: _Optional[_Union[CompileResult, _Mapping]] = ..., decisive_flags: _Optional[_Iterable[str]] = ..., timings: _Optional[_Mapping[str, float]] = ..., report_text: _Optional[str] = ..., precision: _Optional[_Union[Precision, str]] = ...) -> None: ...
 
 class BenchmarkResponse(_message.Message):
     __slots__ = ("result",)
@@ -887,21 +919,25 @@ class BenchmarkResponse(_message.Message):
     def __init__(self, result: _Optional[_Union[BenchmarkResult, _Mapping]] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
-    __slots__ = ("source", "trials", "skip_profile", "session_id", "policy")
+    __slots__ = ("source", "trials", "skip_profile", "session_id", "policy", "precision", "clock_control")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     TRIALS_FIELD_NUMBER: _ClassVar[int]
     SKIP_PROFILE_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_CONTROL_FIELD_NUMBER: _ClassVar[int]
     source: KernelSource
     trials: int
     skip_profile: bool
     session_id: str
     policy: StaticPolicy
-    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., trials: _Optional[int] = ..., skip_profile: _Optional[bool] = ..., session_id: _Optional[str] = ..., policy: _Optional[_Union[StaticPolicy, _Mapping]] = ...) -> None: ...
+    precision: Precision
+    clock_control: ClockControl
+    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., trials: _Optional[int] = ..., skip_profile: _Optional[bool] = ..., session_id: _Optional[str] = ..., policy: _Optional[_Union[StaticPolicy, _Mapping]] = ..., precision: _Optional[_Union[Precision, str]] = ..., clock_control: _Optional[_Union[ClockControl, str]] = ...) -> None: ...
 
 class EvaluateResult(_message.Message):
-    __slots__ = ("ok", "static_check", "correctness", "benchmark", "profile", "sol_pct", "sol_definition", "report_text", "timings", "report_markdown")
+    __slots__ = ("ok", "static_check", "correctness", "benchmark", "profile", "sol_pct", "sol_definition", "report_text", "timings", "report_markdown", "precision")
     class TimingsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -919,6 +955,7 @@ class EvaluateResult(_message.Message):
     REPORT_TEXT_FIELD_NUMBER: _ClassVar[int]
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
     REPORT_MARKDOWN_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     static_check: StaticCheckResult
     correctness: CorrectnessResult
@@ -929,7 +966,8 @@ class EvaluateResult(_message.Message):
     report_text: str
     timings: _containers.ScalarMap[str, float]
     report_markdown: str
-    def __init__(self, ok: _Optional[bool] = ..., static_check: _Optional[_Union[StaticCheckResult, _Mapping]] = ..., correctness: _Optional[_Union[CorrectnessResult, _Mapping]] = ..., benchmark: _Optional[_Union[BenchmarkResult, _Mapping]] = ..., profile: _Optional[_Union[ProfileResult, _Mapping]] = ..., sol_pct: _Optional[float] = ..., sol_definition: _Optional[str] = ..., report_text: _Optional[str] = ..., timings: _Optional[_Mapping[str, float]] = ..., report_markdown: _Optional[str] = ...) -> None: ...
+    precision: Precision
+    def __init__(self, ok: _Optional[bool] = ..., static_check: _Optional[_Union[StaticCheckResult, _Mapping]] = ..., correctness: _Optional[_Union[CorrectnessResult, _Mapping]] = ..., benchmark: _Optional[_Union[BenchmarkResult, _Mapping]] = ..., profile: _Optional[_Union[ProfileResult, _Mapping]] = ..., sol_pct: _Optional[float] = ..., sol_definition: _Optional[str] = ..., report_text: _Optional[str] = ..., timings: _Optional[_Mapping[str, float]] = ..., report_markdown: _Optional[str] = ..., precision: _Optional[_Union[Precision, str]] = ...) -> None: ...
 
 class EvaluateResponse(_message.Message):
     __slots__ = ("progress", "result")
