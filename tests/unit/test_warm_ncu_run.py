@@ -147,7 +147,8 @@ def test_a_warm_up_range_in_the_default_domain_is_not_profsvcs(reader):
 
 
 def test_the_profile_report_states_the_clock_control():
-    base = render_text(ProfileResult(ncu=NcuRun(version="2025.3.1", seconds=2.0, clock_control=ClockControl.BASE)))
+    ran = {"version": "2025.3.1", "command": "ncu --clock-control base ...", "seconds": 2.0}
+    base = render_text(ProfileResult(ncu=NcuRun(**ran, clock_control=ClockControl.BASE)))
     assert "ncu 2025.3.1, clock control base, 2.0 s" in base
     # A result that states none (an older server's) says nothing of it.
-    assert "clock control" not in render_text(ProfileResult(ncu=NcuRun(version="2025.3.1", seconds=2.0)))
+    assert "clock control" not in render_text(ProfileResult(ncu=NcuRun(**ran)))
