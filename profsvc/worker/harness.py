@@ -92,6 +92,29 @@ def _phase(status: dict[str, Any], name: str) -> Iterator[None]:
         status.setdefault("phases", {})[name] = time.monotonic() - start
 
 
+# What torch says when a process without a GPU (the compile step's) asks for one: a CUDA build of torch without a
+# visible device, or a CPU build.
+_NO_GPU_MESSAGES = (
+    "no CUDA-capable device is detected",
+    "No CUDA GPUs are available",
+    "Found no NVIDIA driver",
+    "Torch not compiled with CUDA enabled",
+    "requires CUDA support",
+)
+
+
+def _needs_a_gpu(error: BaseException, torch: Any) -> bool:
+    """Whether `error` is the GPU being unavailable here (torch sees none), and not a fault of the module's."""
+    if torch.cuda.is_available():
+        return False
+    chain: BaseException | None = error
+    while chain is not None:
+        if any(message in str(chain) for message in _NO_GPU_MESSAGES):
+            return True
+        chain = chain.__cause__ or chain.__context__
+    return False
+
+
 def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecorder) -> None:
     """Import, build and (unless compiling without a GPU) run the candidate; fill `status`."""
     main = Path(args.main)
@@ -121,7 +144,19 @@ def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecord
         return
     status["stage"] = "compiling"
     with _phase(status, "load"):
-        problem = load_problem(main, reference, candidate_needed=args.target == "candidate")
+        try:
+            problem = load_problem(main, reference, candidate_needed=args.target == "candidate")
+        except Exception as error:
+            if args.mode != "compile" or not _needs_a_gpu(error, torch):
+                raise
+            # A module that touches the GPU at import (a stream, a tensor on the device) cannot be imported
+            # here; what it built before that point is in the cache, the rest is built when the GPU job imports it.
+            status["warnings"] = [
+                f"the module uses the GPU at import ({located(error, {main.name}, main.name)['message']}): "
+                "its import, and any build after that point, happen in the GPU job"
+            ]
+            status["ok"] = True
+            return
     if args.mode == "compile":
         # No GPU here: extensions the module builds lazily (on its first call) are built now where their
         # arguments are known statically, so the GPU job finds them in the cache.
