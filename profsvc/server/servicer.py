@@ -104,10 +104,13 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         )
         return result
 
+    def _as_caller(self, context: grpc.aio.ServicerContext) -> None:
+        """Name the call's caller for what it runs: its reports go to readers of its own (scheduler.readers)."""
+        CALLER.set(self.authenticator.identity_of(context.invocation_metadata()))
+
     async def _guard(self, context: grpc.aio.ServicerContext, method: str, call: Callable[[], Awaitable[T]]) -> T:
         request_id = REQUEST_ID.get() or new_request_id()
-        # The caller's reports go to readers of its own (profsvc.scheduler.readers).
-        CALLER.set(self.authenticator.identity_of(context.invocation_metadata()))
+        self._as_caller(context)
         try:
             return await call()
         except (asyncio.CancelledError, grpc.aio.AbortError):
@@ -167,6 +170,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
             except Exception as error:  # handed to the stream below, which turns it into a status
                 events.put_nowait(error)
 
+        self._as_caller(context)  # before the task is made: it runs in a copy of this context
         task = asyncio.create_task(work())
         try:
             while True:
