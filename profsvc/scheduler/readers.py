@@ -95,6 +95,7 @@ class ReaderPool:
         self._free: dict[str, asyncio.Condition] = {}
         self._starting: dict[str, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._idle_checks: set[asyncio.TimerHandle] = set()
         self._serial = itertools.count()
         self._jobs = itertools.count()
         self.root.mkdir(parents=True, exist_ok=True)
@@ -116,6 +117,7 @@ class ReaderPool:
                 result = await process.finish(0)
                 raise OSError(f"a report reader for {caller} did not start: {result.stderr.strip()[-500:]}")
             await asyncio.sleep(_POLL_S)
+        reader.last_used = time.monotonic()  # idle from now, not from its start
         return reader
 
     async def _take(self, caller: str) -> _Reader | None:
@@ -162,6 +164,8 @@ class ReaderPool:
     async def _give_back(self, caller: str, reader: _Reader, healthy: bool) -> None:
         reader.busy = False
         reader.last_used = time.monotonic()
+        # Checked again once it may have been idle long enough, even if no report comes in meanwhile.
+        self._idle_checks.add(asyncio.get_running_loop().call_later(self.idle_s + 1, self._end_idle))
         if not healthy or reader.jobs >= self.max_jobs:
             reader.discard()
             with contextlib.suppress(ValueError):
@@ -248,12 +252,15 @@ class ReaderPool:
     def _end_idle(self) -> None:
         """End readers unused for `idle_s`: their memory (about 0.3 GB each) is better spent elsewhere."""
         now = time.monotonic()
+        self._idle_checks = {h for h in self._idle_checks if h.when() > asyncio.get_running_loop().time()}
         for readers in self._readers.values():
             for reader in [r for r in readers if not r.busy and now - r.last_used > self.idle_s]:
                 reader.discard()
                 readers.remove(reader)
 
     async def close(self) -> None:
+        for check in self._idle_checks:
+            check.cancel()
         for task in list(self._tasks):
             task.cancel()
         for readers in self._readers.values():

@@ -25,12 +25,12 @@ REPORT = FIXTURES / "seed47_full.ncu-rep"
 SEED_KERNEL = "vga_linear_kernel"
 
 
-def _pool(root: Path, per_caller: int = 2) -> ReaderPool:
+def _pool(root: Path, per_caller: int = 2, idle_s: float = 120.0) -> ReaderPool:
     spec = StandbySpec(
         command=lambda d: [sys.executable, "-m", "profsvc.worker.reader", "--standby", str(d), "--server-pid", "0"],
         environment=lambda d: job_environment(d, gpu_index=None, cuda_arch="sm_90"),
     )
-    return ReaderPool(root, spec, own=lambda _folder: None, per_caller=per_caller)
+    return ReaderPool(root, spec, own=lambda _folder: None, per_caller=per_caller, idle_s=idle_s)
 
 
 def _argv(folder: Path) -> list[str]:
@@ -101,6 +101,23 @@ def test_a_job_past_its_limit_ends_its_reader_and_the_next_gets_a_new_one(tmp_pa
             await _until_started(pool, "alice")
             result, second_reader = await _read(pool, "alice", elsewhere)
             assert result.ok and second_reader != first_reader
+        finally:
+            await pool.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_reader_left_unused_ends_without_another_report_arriving(tmp_path):
+    async def scenario() -> None:
+        pool, elsewhere = _pool(tmp_path / "readers", idle_s=0.5), _Elsewhere()
+        try:
+            await _read(pool, "alice", elsewhere)
+            await _until_started(pool, "alice")
+            _, reader = await _read(pool, "alice", elsewhere)
+            assert (tmp_path / "readers" / reader).is_dir()
+            await asyncio.sleep(2.0)  # no report meanwhile
+            assert not (tmp_path / "readers" / reader).exists()
+            assert pool._readers["alice"] == []
         finally:
             await pool.close()
 
