@@ -90,7 +90,7 @@ def add_serve(commands: argparse._SubParsersAction) -> Callable[[argparse.Namesp
         type=int,
         default=None,
         metavar="N",
-        help="report readers kept per caller (default: one per CPU; 0: read every report on a fresh warm worker)",
+        help="report readers kept per caller (default: one per CPU, at most 4; 0: every report on a warm worker)",
     )
     serve.add_argument(
         "--no-ncu-warmup",

@@ -157,8 +157,8 @@ class ServerConfig(BaseModel):
     readers_per_caller: int | None = Field(
         default=None,
         ge=0,
-        description="report readers kept per caller identity (default: compile_workers; 0: every report on a warm "
-        "worker of its own)",
+        description="report readers kept per caller identity (default: compile_workers, at most 4; 0: every "
+        "report on a warm worker of its own)",
     )
     ncu_warmup: bool = Field(
         default=True,

@@ -6,8 +6,10 @@ disassembler) even when it is paid ahead. Under many clients on a small host tha
 start is the bottleneck. A reader here (profsvc.worker.reader) reads report after
 report in its jail; it serves one caller identity only (profsvc.server.auth: one
 per token), so a report that subverted the native reader could see nothing but
-its own caller's later reports. A caller has at most `per_caller` readers; a
-reader is replaced after `max_jobs` reports, ended after `idle_s` unused, and
+its own caller's later reports. A caller has at most `per_caller` readers, the
+server `max_readers` in all (the one unused longest makes room; with none unused,
+a caller without a reader of its own reads on warm workers); a reader is
+replaced after `max_jobs` reports, ended after `idle_s` unused, and
 killed when a job outlasts its limit or it dies mid-job (the job then fails as a
 crashed reader's would).
 
@@ -82,6 +84,7 @@ class ReaderPool:
         *,
         own: Callable[[Path], None],
         per_caller: int = 2,
+        max_readers: int = 8,
         max_jobs: int = 500,
         idle_s: float = 120.0,
     ) -> None:
@@ -89,6 +92,7 @@ class ReaderPool:
         self.spec = spec
         self.own = own
         self.per_caller = per_caller
+        self.max_readers = max(max_readers, per_caller)
         self.max_jobs = max_jobs
         self.idle_s = idle_s
         self._readers: dict[str, list[_Reader]] = {}
@@ -128,20 +132,38 @@ class ReaderPool:
         free = self._free.setdefault(caller, asyncio.Condition())
         async with free:
             while True:
-                readers[:] = [r for r in readers if r.process.running]
+                for dead in [r for r in readers if not r.process.running]:
+                    dead.discard()
+                    readers.remove(dead)
                 idle = next((r for r in readers if not r.busy), None)
                 if idle is not None:
                     idle.busy = True
                     return idle
                 # One start at a time: a job waits for a starting reader rather than start another beside it.
-                if not self._starting.get(caller, 0) and len(readers) < self.per_caller:
+                if not self._starting.get(caller, 0) and len(readers) < self.per_caller and self._room():
                     self._starting[caller] = self._starting.get(caller, 0) + 1
                     task = asyncio.create_task(self._add(caller))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
                     if not readers:
                         return None
+                elif not readers and not self._starting.get(caller, 0):
+                    return None  # no room for a reader of its own: a warm worker reads it
                 await free.wait()
+
+    def _room(self) -> bool:
+        """Whether one more reader may start: under `max_readers` in all, after ending the reader unused longest
+        where that is what it takes."""
+        count = sum(len(r) for r in self._readers.values()) + sum(self._starting.values())
+        if count < self.max_readers:
+            return True
+        idle = [(r.last_used, caller, r) for caller, rs in self._readers.items() for r in rs if not r.busy]
+        if not idle:
+            return False
+        _, caller, oldest = min(idle, key=lambda entry: entry[0])
+        oldest.discard()
+        self._readers[caller].remove(oldest)
+        return True
 
     async def _add(self, caller: str) -> None:
         """Start a reader for the caller and offer it to the caller's waiting jobs."""

@@ -143,15 +143,18 @@ class Scheduler:
         self.standby.keep("compile", self._spec(HARNESS_MODULE, None, readonly=cache), depth=2)
         self.standby.keep("builder", self._spec(BUILDER_MODULE, None, readonly=cache))
         self.standby.keep("analyze", self._spec(ANALYZE_MODULE, None))
+        # A reader reads about 7 reports/s (two-core machine) in about 0.3 GB: a few per caller keep up with many
+        # clients; the total bounds their memory however many tokens call.
         per_caller = self.config.readers_per_caller
         if per_caller is None:
-            per_caller = self.config.compile_workers
+            per_caller = min(4, self.config.compile_workers)
         if per_caller:
             self.readers = ReaderPool(
                 self.config.state_dir / "readers",
                 self._spec(READER_MODULE, None),
                 own=self.jail.own if self.jail is not None else lambda _folder: None,
                 per_caller=per_caller,
+                max_readers=min(16, max(per_caller, 2 * self.config.compile_workers)),
             )
         for gpu in self._gpu_indices():
             # Not under ncu: this one may also start the GPU libraries a timing run needs (cuBLAS, CUPTI).

@@ -25,12 +25,14 @@ REPORT = FIXTURES / "seed47_full.ncu-rep"
 SEED_KERNEL = "vga_linear_kernel"
 
 
-def _pool(root: Path, per_caller: int = 2, idle_s: float = 120.0) -> ReaderPool:
+def _pool(root: Path, per_caller: int = 2, idle_s: float = 120.0, max_readers: int = 8) -> ReaderPool:
     spec = StandbySpec(
         command=lambda d: [sys.executable, "-m", "profsvc.worker.reader", "--standby", str(d), "--server-pid", "0"],
         environment=lambda d: job_environment(d, gpu_index=None, cuda_arch="sm_90"),
     )
-    return ReaderPool(root, spec, own=lambda _folder: None, per_caller=per_caller, idle_s=idle_s)
+    return ReaderPool(
+        root, spec, own=lambda _folder: None, per_caller=per_caller, idle_s=idle_s, max_readers=max_readers
+    )
 
 
 def _argv(folder: Path) -> list[str]:
@@ -118,6 +120,25 @@ def test_a_reader_left_unused_ends_without_another_report_arriving(tmp_path):
             await asyncio.sleep(2.0)  # no report meanwhile
             assert not (tmp_path / "readers" / reader).exists()
             assert pool._readers["alice"] == []
+        finally:
+            await pool.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_full_server_ends_the_reader_unused_longest_for_another_caller(tmp_path):
+    async def scenario() -> None:
+        pool, elsewhere = _pool(tmp_path / "readers", per_caller=1, max_readers=1), _Elsewhere()
+        try:
+            await _read(pool, "alice", elsewhere)
+            await _until_started(pool, "alice")
+            _, alices = await _read(pool, "alice", elsewhere)
+            await _read(pool, "bob", elsewhere)  # no room: alice's idle reader ends for bob's
+            assert not (tmp_path / "readers" / alices).exists()
+            await _until_started(pool, "bob")
+            result, bobs = await _read(pool, "bob", elsewhere)
+            assert result.ok and bobs != alices
+            assert sum(len(readers) for readers in pool._readers.values()) == 1
         finally:
             await pool.close()
 
