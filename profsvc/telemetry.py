@@ -54,9 +54,14 @@ class Telemetry:
     def observe(self, stage: str, seconds: float) -> None:
         """Record a stage timed elsewhere (a worker's phase); also in the current job's timings."""
         self.stage_seconds.labels(stage=stage).observe(seconds)
-        timings = JOB_TIMINGS.get()
-        if timings is not None:
-            timings[stage] = timings.get(stage, 0.0) + seconds
+        add_timing(stage, seconds)
+
+
+def add_timing(part: str, seconds: float) -> None:
+    """Add a part of a stage to the current job's timings (none outside a job): where a slow stage went."""
+    timings = JOB_TIMINGS.get()
+    if timings is not None:
+        timings[part] = timings.get(part, 0.0) + seconds
 
 
 @contextmanager

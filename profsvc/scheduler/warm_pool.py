@@ -32,6 +32,7 @@ from pathlib import Path
 
 from profsvc.proc import Launch, ProcessResult, StartedProcess
 from profsvc.scheduler.control import Handler, ServerChannel
+from profsvc.telemetry import add_timing
 from profsvc.worker.warm import CHANNEL, LOADED, PRIME, READY, pid_alive
 
 log = logging.getLogger("profsvc.standby")
@@ -304,14 +305,23 @@ class StandbyPool:
         # The oldest is the nearest to ready.
         task = waiting.popleft()
         self._refill(kind)
+        start = time.monotonic()
         standby = await _started(task)
         if standby is None:
             self._failed(kind)
             return None
+        # In the job's timings, what it waited for that was not its own work (named by kind, less the GPU).
+        name = kind.split("-gpu")[0]
         try:
-            came_up = standby.primed or await standby.prime()
+            if standby.primed:
+                came_up = True
+            else:  # the job primes it, holding its GPU already
+                priming = time.monotonic()
+                came_up = await standby.prime()
+                add_timing(f"{name}:prime", time.monotonic() - priming)
             if came_up:
                 came_up = await standby.until_ready(READY_TIMEOUT_S)
+            add_timing(f"{name}:wait", time.monotonic() - start)
         except BaseException:
             # Left running, a primed worker would hold every later profile on its GPU up (ncu's hold).
             standby.discard()

@@ -27,6 +27,7 @@ import profsvc.worker.warm as worker_standby
 from profsvc import proc
 from profsvc.proc import ProcessResult, StartedProcess, run_process
 from profsvc.scheduler.warm_pool import MAX_FAILED_STARTS, PRIME_IDLE_S, Standby, StandbyGone, StandbyPool, StandbySpec
+from profsvc.telemetry import collect_timings
 from profsvc.worker.warm import CHANNEL, LOADED, PRIME, READY, WARM_PROFILER, split_standby_args, wait_for_job
 from tests.conftest import FIXTURES
 
@@ -901,3 +902,26 @@ def test_a_finished_process_is_never_killed_again(monkeypatch):
         return after_finish
 
     assert asyncio.run(body()) == len(kills) == 1
+
+
+def test_the_jobs_timings_say_what_it_waited_for_that_was_not_its_own(tmp_path, echo):
+    # A job that takes an unprimed worker pays the priming and the wait: its timings name both, so a slow call
+    # shows where its time went; a worker that was ready and primed costs the job neither.
+    job_cwd = tmp_path / "job"
+    job_cwd.mkdir()
+
+    async def body() -> tuple[dict[str, float], dict[str, float]]:
+        lock = asyncio.Lock()
+        async with _pool(tmp_path / "standby") as (pool, taken):
+            async with lock:
+                pool.keep("ncu-gpu0", _gpu_lock_spec(echo, lock, ECHO_WARM_S="0.5"))
+                with collect_timings() as first:
+                    taken.append(await pool.take("ncu-gpu0"))
+            await asyncio.sleep(3.0)  # the GPU free: the pool primes the replacement ahead
+            with collect_timings() as second:
+                taken.append(await pool.take("ncu-gpu0"))
+        return first, second
+
+    first, second = asyncio.run(body())
+    assert first["ncu:prime"] > 0 and first["ncu:wait"] >= first["ncu:prime"]
+    assert "ncu:prime" not in second and second["ncu:wait"] < first["ncu:wait"]
