@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import contextvars
 import itertools
-import json
 import logging
 import os
 import shutil
@@ -34,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from profsvc.proc import ProcessResult, StartedProcess
-from profsvc.scheduler.warm_pool import StandbySpec
+from profsvc.scheduler.warm_pool import StandbySpec, write_line
 from profsvc.worker.reader import STATUS, STDERR, STDOUT, job_folder
 from profsvc.worker.warm import CHANNEL, READY
 
@@ -226,7 +225,7 @@ class ReaderPool:
             reader.jobs += 1
             start = time.monotonic()
             try:
-                await self._send(reader, {"id": job_id, "argv": argv[3:]})
+                await write_line(reader.directory, {"id": job_id, "argv": argv[3:]})
             except OSError:  # the reader is gone: the job fails as a crashed reader's would
                 status = None
             else:
@@ -247,16 +246,6 @@ class ReaderPool:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
             await self._give_back(caller, reader, healthy)
-
-    @staticmethod
-    async def _send(reader: _Reader, message: Mapping[str, object]) -> None:
-        """One line to the reader; OSError when it has gone."""
-        channel = os.open(reader.directory / CHANNEL, os.O_WRONLY | os.O_NONBLOCK)
-        try:
-            # One short line: it fits the FIFO's buffer, which the reader empties between jobs.
-            os.write(channel, (json.dumps(message) + "\n").encode())
-        finally:
-            os.close(channel)
 
     @staticmethod
     async def _status(reader: _Reader, folder: Path, deadline: float) -> int | None:

@@ -121,19 +121,7 @@ class Standby:
         return await self.until_ready(PRIME_TIMEOUT_S)
 
     async def _write(self, message: Mapping[str, object]) -> None:
-        """Write one line to the worker, all of it. The FIFO is non-blocking (a worker gone is an error, not a
-        hang), so a line longer than its buffer goes in several writes, each once the worker has read room for it.
-        """
-        line = memoryview((json.dumps(message) + "\n").encode())
-        channel = os.open(self.directory / CHANNEL, os.O_WRONLY | os.O_NONBLOCK)
-        try:
-            while line:
-                try:
-                    line = line[os.write(channel, line) :]
-                except BlockingIOError:
-                    await _writable(channel, WRITE_TIMEOUT_S)
-        finally:
-            os.close(channel)
+        await write_line(self.directory, message)
 
     async def run(
         self, argv: Sequence[str], *, cwd: Path, stdin: str, timeout: float, on_stdout: Callable[[str], None] | None
@@ -152,6 +140,22 @@ class Standby:
         if self.channel is not None:
             self.channel.close()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+async def write_line(directory: Path, message: Mapping[str, object]) -> None:
+    """Write one line to the worker waiting in `directory`, all of it. The FIFO is non-blocking (a worker gone is
+    an error, not a hang), so a line longer than its buffer goes in several writes, each once the worker has read
+    room for it."""
+    line = memoryview((json.dumps(message) + "\n").encode())
+    channel = os.open(directory / CHANNEL, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        while line:
+            try:
+                line = line[os.write(channel, line) :]
+            except BlockingIOError:
+                await _writable(channel, WRITE_TIMEOUT_S)
+    finally:
+        os.close(channel)
 
 
 async def _writable(fd: int, timeout: float) -> None:

@@ -3,6 +3,8 @@ the warm worker's FIFO buffer still reaches the worker whole."""
 
 from __future__ import annotations
 
+import logging
+
 import grpc
 import pytest
 
@@ -86,13 +88,19 @@ def test_oversized_lists_and_strings_are_invalid_argument_in_one_line(server, ca
         assert client.analyze(REPORT).ok
 
 
-def test_a_job_line_longer_than_the_fifo_buffer_reaches_the_warm_worker_whole(tmp_path):
+def test_a_job_line_longer_than_the_fifo_buffer_reaches_the_worker_whole(tmp_path, caplog):
     # A limit raised so far that the analyze worker's command line (its filter as JSON: 10,000 x "profsvc/") is
-    # about 120 kB, twice a Linux pipe's 64 KiB buffer: the line goes to the warm worker in several writes.
+    # about 120 kB, twice a Linux pipe's 64 KiB buffer: the line goes to the worker in several writes. The caller's
+    # first report is read on a warm worker, the next ones on the reader that stays (scheduler.readers).
+    caplog.set_level(logging.INFO, logger="profsvc.readers")
     limits = Limits(max_nvtx_includes=20_000)
     config = ServerConfig(state_dir=tmp_path, limits=limits, warm_workers=True, compile_workers=1)
+    many = KernelFilter(nvtx_include=["profsvc/"] * 10_000)
     with ThreadServer(config) as target, ProfilerClient(target, timeout=240) as client:
+        on_warm_worker = client.analyze(REPORT, kernel_filter=many)
         one = client.analyze(REPORT, kernel_filter=KernelFilter(nvtx_include=["profsvc/"]))
-        many = client.analyze(REPORT, kernel_filter=KernelFilter(nvtx_include=["profsvc/"] * 10_000))
+        on_reader = client.analyze(REPORT, kernel_filter=many)
     # The seed's one kernel ran in the harness's NVTX range "profsvc" (the same filter once, or 10,000 times).
-    assert [k.name for k in many.kernels] == [k.name for k in one.kernels] and len(one.kernels) == 1
+    assert len(one.kernels) == 1
+    assert [k.name for k in on_warm_worker.kernels] == [k.name for k in on_reader.kernels] == [one.kernels[0].name]
+    assert "a report reader for anonymous started" in caplog.text
