@@ -16,7 +16,8 @@ between calls. Each pattern is timed from the client's view, per call kind: p50,
   KernelBench-style evaluation (import, torch's own load_inline build, 5 trials, 100 timed calls), then a
   plain `ncu --set full` of the candidate (benchmarks/plain_harness.py).
 
-`--unjailed` serves without the jail, for the jail's cost: the same patterns on the same host, jailed and not.
+`--unjailed` serves without the jail; `--jail-cost` runs `alternate` on a jailed server and then on an unjailed one
+in the same run, for the jail's cost.
 
 The GPU patterns need a GPU host with ncu; `analyze` runs anywhere. Writes agent_loop.json and agent_loop.md.
 """
@@ -33,6 +34,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +80,8 @@ def changed(path: Path, tag: str) -> Any:
     return KernelSource(main=SourceFile(name=path.name, content=text))
 
 
-def bench_alternate(server: Server, rounds: int, results: dict[str, Any]) -> None:
+def bench_alternate(server: Server, rounds: int, results: dict[str, Any], key: str = "alternate") -> None:
+    """Evaluate (no profile) and profile of the seed, alternating, `rounds` pairs; stored under `key`."""
     from profsvc_client.client import ProfilerClient, load_source
 
     source = load_source(SEED)
@@ -88,12 +91,12 @@ def bench_alternate(server: Server, rounds: int, results: dict[str, Any]) -> Non
         for i in range(rounds):
             seconds, result = timed(lambda: client.evaluate(source, skip_profile=True))
             evaluates.append(seconds)
-            log(f"alternate {i + 1}/{rounds}: evaluate {seconds:.2f} s correct={result.correctness.ok}")
+            log(f"{key} {i + 1}/{rounds}: evaluate {seconds:.2f} s correct={result.correctness.ok}")
             seconds, result = timed(lambda: client.profile(source))
             profiles.append(seconds)
-            log(f"alternate {i + 1}/{rounds}: profile {seconds:.2f} s ok={result.ok} timings={result.timings}")
-    results["alternate"] = {"evaluate": summary(evaluates), "profile": summary(profiles)}
-    results["samples"]["alternate"] = {"evaluate": evaluates, "profile": profiles}
+            log(f"{key} {i + 1}/{rounds}: profile {seconds:.2f} s ok={result.ok} timings={result.timings}")
+    results[key] = {"evaluate": summary(evaluates), "profile": summary(profiles)}
+    results["samples"][key] = {"evaluate": evaluates, "profile": profiles}
 
 
 def bench_new_source(server: Server, rounds: int, results: dict[str, Any]) -> None:
@@ -234,6 +237,9 @@ def table(results: dict[str, Any]) -> str:
     clients, analyze = results.get("clients", {}), results.get("analyze", {})
     lines.append(row("alternate", "evaluate (no profile)", alternate.get("evaluate"), "p50 <= 1.0 s, p90 <= 1.5 p50"))
     lines.append(row("alternate", "profile", alternate.get("profile"), "p50 <= 2.0 s, p90 <= 1.5 p50"))
+    unjailed = results.get("alternate_unjailed", {})
+    lines.append(row("alternate, unjailed", "evaluate (no profile)", unjailed.get("evaluate"), ""))
+    lines.append(row("alternate, unjailed", "profile", unjailed.get("profile"), ""))
     lines.append(row("new source", "compile + evaluate + profile", new_source.get("iteration"), "p50 <= 8 s"))
     lines.append(row("baseline", "fresh process + plain ncu", results.get("baseline", {}).get("iteration"), ""))
     lines.append(row("clients", "evaluate", clients.get("evaluate"), ""))
@@ -252,12 +258,35 @@ def table(results: dict[str, Any]) -> str:
         lines.append(
             f"Analyze under {analyze['clients']} clients: {analyze['reports_per_s']:.2f} reports/s (target >= 5)."
         )
+    for call in ("evaluate", "profile") if alternate and unjailed else ():
+        jailed_p50, free_p50 = alternate[call].get("p50"), unjailed[call].get("p50")
+        if jailed_p50 and free_p50:
+            lines.append(
+                f"The jail's cost, {call} p50: {jailed_p50:.2f} s jailed against {free_p50:.2f} s unjailed "
+                f"({100 * (jailed_p50 / free_p50 - 1):+.0f} %; target within 10 %)."
+            )
     if before:
         lines.append(
             f"Analyze baseline (`--readers-per-caller 0`: a warm worker per report) under {before['clients']} "
             f"clients: {before['reports_per_s']:.2f} reports/s."
         )
     return "\n".join(lines)
+
+
+def on_another_server(
+    work: Path, options: tuple[str, ...], step: Callable[[Server], None], results: dict[str, Any], key: str
+) -> None:
+    """Run `step` on a server of its own started with `options` (a baseline of the same run); errors recorded."""
+    server = Server(work, f"served-{key}", warm=True, options=options)
+    try:
+        if server.wait_ready(("compile",), timeout=240):
+            step(server)
+        else:
+            results["errors"][key] = "the server did not come up"
+    except Exception as error:  # recorded, as above
+        results["errors"][key] = f"{type(error).__name__}: {error}"
+    finally:
+        server.stop()
 
 
 def main() -> int:
@@ -267,6 +296,9 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--skip", action="append", default=[], choices=PATTERNS)
     parser.add_argument("--unjailed", action="store_true", help="serve without the jail")
+    parser.add_argument(
+        "--jail-cost", action="store_true", help="also run `alternate` on a server without the jail, the same run"
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="agent-loop-"))
@@ -298,17 +330,14 @@ def main() -> int:
     finally:
         server.stop()
         shutil.copy(work / "served.log", args.out / "server.log")
+    if args.jail_cost and not args.unjailed:
+        # The jail's cost: the same pattern on the same host, unjailed, right after.
+        alternate = partial(bench_alternate, rounds=args.rounds, results=results, key="alternate_unjailed")
+        on_another_server(work, ("--unjailed",), alternate, results, "alternate_unjailed")
     if "analyze" not in args.skip:
         # The same run's baseline: every report read on a warm worker of its own, as before readers stayed.
-        options = ("--readers-per-caller", "0", *jail)
-        baseline = Server(work, "served-no-readers", warm=True, options=options)
-        try:
-            if baseline.wait_ready(("compile",), timeout=240):
-                bench_analyze(baseline, args.rounds, results, key="analyze_baseline")
-        except Exception as error:  # recorded, as above
-            results["errors"]["analyze_baseline"] = f"{type(error).__name__}: {error}"
-        finally:
-            baseline.stop()
+        analyze = partial(bench_analyze, rounds=args.rounds, results=results, key="analyze_baseline")
+        on_another_server(work, ("--readers-per-caller", "0", *jail), analyze, results, "analyze_baseline")
     if "baseline" not in args.skip:
         try:
             bench_baseline(work, max(2, args.rounds // 4), results)
