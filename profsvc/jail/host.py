@@ -126,6 +126,11 @@ class Jail:
         # Per process only: without cgroups, children's memory does not add up (stated in describe()).
         return [prlimit, f"--nproc={self.limits.pids_max}", "--", *command]
 
+    def own_descriptor(self, fd: int) -> None:
+        """Give one open folder to the jail's user (by descriptor: a path inside a jail's folder can be swapped)."""
+        if self.plan.uid is not None and os.geteuid() == 0:
+            os.fchown(fd, self.plan.uid, self.plan.gid or self.plan.uid)
+
     def own(self, folder: Path) -> None:
         """Give a job folder (and what is in it) to the jail's user, so the job can write there."""
         if self.plan.uid is None or os.geteuid() != 0:

@@ -27,6 +27,7 @@ import itertools
 import logging
 import os
 import shutil
+import stat
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -44,6 +45,8 @@ CALLER: contextvars.ContextVar[str | None] = contextvars.ContextVar("profsvc_cal
 START_TIMEOUT_S = 60.0
 # A job's output read back at most this large (an analysis of the largest fixture is about 0.1 MB).
 OUTPUT_LIMIT = 64 * 1024 * 1024
+# Files taken back from a job's folder: its stdout, stderr and status, the charts, and a few to spare.
+MAX_OUTPUTS = 16
 _POLL_S = 0.005
 
 
@@ -63,14 +66,47 @@ class _Reader:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def _read_own(path: Path) -> str:
-    """A file the reader wrote, opened without following a link it may have put there, read up to the limit."""
+def _read_regular(folder: int, name: str) -> bytes | None:
+    """A regular file of the open folder `folder`, up to the limit; None for anything else (a link the reader put
+    there is not followed)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
     except OSError:
-        return ""
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
     with os.fdopen(fd, "rb") as file:
-        return file.read(OUTPUT_LIMIT).decode("utf-8", errors="replace")
+        return file.read(OUTPUT_LIMIT)
+
+
+def _place(folder: int, files: Mapping[str, Path]) -> None:
+    """Copy the job's inputs into the open folder: each name's folders made and each file created there, never
+    through a link (the reader may have made one in the meantime)."""
+    for name, source in files.items():
+        *parents, leaf = name.split("/")
+        fd = os.dup(folder)
+        try:
+            for part in parents:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+            target = os.open(leaf, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=fd)
+            with open(source, "rb") as read, os.fdopen(target, "wb") as write:
+                shutil.copyfileobj(read, write)
+        finally:
+            os.close(fd)
+
+
+def _collect(folder: int, into: Path) -> None:
+    """Copy the regular files the reader left in the open folder into `into`, a folder out of every jail's view,
+    where the server reads them (a bounded number, each up to the limit)."""
+    for name in sorted(os.listdir(folder))[:MAX_OUTPUTS]:
+        content = _read_regular(folder, name)
+        if content is not None:
+            (into / name).write_bytes(content)
 
 
 class ReaderPool:
@@ -82,6 +118,7 @@ class ReaderPool:
         spec: StandbySpec,
         *,
         own: Callable[[Path], None],
+        own_descriptor: Callable[[int], None],
         per_caller: int = 2,
         max_readers: int = 8,
         max_jobs: int = 500,
@@ -90,6 +127,7 @@ class ReaderPool:
         self.root = root
         self.spec = spec
         self.own = own
+        self.own_descriptor = own_descriptor
         self.per_caller = per_caller
         self.max_readers = max(max_readers, per_caller)
         self.max_jobs = max_jobs
@@ -204,8 +242,9 @@ class ReaderPool:
         elsewhere: Callable[[], contextlib.AbstractAsyncContextManager[tuple[ProcessResult, Path]]],
     ) -> AsyncIterator[tuple[ProcessResult, Path]]:
         """Run the analyze worker's `make_argv(folder)` on one of the caller's readers, `files` copied into the
-        job's folder first; yields how it ended and the folder, which lives until the block ends. While the
-        caller's first reader starts, the job runs `elsewhere` (a warm analyze worker)."""
+        job's folder first; yields how it ended and a folder with the files the job left (out of the reader's
+        reach), which lives until the block ends. While the caller's first reader starts, the job runs
+        `elsewhere` (a warm analyze worker)."""
         self._end_idle()
         reader = await self._take(caller)
         if reader is None:
@@ -214,13 +253,19 @@ class ReaderPool:
             return
         job_id = next(self._jobs)
         folder = job_folder(reader.directory, job_id)
+        # Taken back out of the reader's reach, where the server reads the outputs.
+        outputs = self.root / f"{reader.directory.name}.job-{job_id}"
         healthy = False
+        opened: int | None = None
         try:
+            # The reader may rename and replace anything in its own folder: the job's folder is used through a
+            # descriptor of the one made here, never by its path again.
             folder.mkdir()
-            for name, source in files.items():
-                (folder / name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(source, folder / name)
-            self.own(folder)
+            opened = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            if os.fstat(opened).st_uid != os.geteuid():
+                raise OSError(f"{folder} was replaced before its files were placed")
+            _place(opened, files)
+            self.own_descriptor(opened)
             argv = make_argv(folder)
             reader.jobs += 1
             start = time.monotonic()
@@ -229,29 +274,36 @@ class ReaderPool:
             except OSError:  # the reader is gone: the job fails as a crashed reader's would
                 status = None
             else:
-                status = await self._status(reader, folder, start + timeout)
+                status = await self._status(reader, opened, start + timeout)
             healthy = status is not None
+            outputs.mkdir()
+            _collect(opened, outputs)
+            stdout, stderr = (outputs / STDOUT, outputs / STDERR)
             yield (
                 ProcessResult(
                     argv=tuple(argv),
                     returncode=status if status is not None else -9,
-                    stdout=_read_own(folder / STDOUT),
-                    stderr=_read_own(folder / STDERR)
+                    stdout=stdout.read_text(errors="replace") if stdout.is_file() else "",
+                    stderr=(stderr.read_text(errors="replace") if stderr.is_file() else "")
                     or ("" if healthy else "the report reader died or outlasted its limit"),
                     seconds=time.monotonic() - start,
                     timed_out=status is None and reader.process.running,
                 ),
-                folder,
+                outputs,
             )
         finally:
+            if opened is not None:
+                os.close(opened)
             shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(outputs, ignore_errors=True)
             await self._give_back(caller, reader, healthy)
 
     @staticmethod
-    async def _status(reader: _Reader, folder: Path, deadline: float) -> int | None:
-        """The job's exit status once written; None when the reader died or the deadline passed."""
+    async def _status(reader: _Reader, folder: int, deadline: float) -> int | None:
+        """The job's exit status once written into the open folder; None when the reader died or the deadline
+        passed."""
         while time.monotonic() < deadline and reader.process.running:
-            text = _read_own(folder / STATUS)
+            text = _read_regular(folder, STATUS)
             if text:
                 try:
                     return int(text)

@@ -153,6 +153,7 @@ class Scheduler:
                 self.config.state_dir / "readers",
                 self._spec(READER_MODULE, None),
                 own=self.jail.own if self.jail is not None else lambda _folder: None,
+                own_descriptor=self.jail.own_descriptor if self.jail is not None else lambda _fd: None,
                 per_caller=per_caller,
                 max_readers=min(16, max(per_caller, 2 * self.config.compile_workers)),
             )

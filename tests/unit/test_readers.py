@@ -31,7 +31,13 @@ def _pool(root: Path, per_caller: int = 2, idle_s: float = 120.0, max_readers: i
         environment=lambda d: job_environment(d, gpu_index=None, cuda_arch="sm_90"),
     )
     return ReaderPool(
-        root, spec, own=lambda _folder: None, per_caller=per_caller, idle_s=idle_s, max_readers=max_readers
+        root,
+        spec,
+        own=lambda _folder: None,
+        own_descriptor=lambda _fd: None,
+        per_caller=per_caller,
+        idle_s=idle_s,
+        max_readers=max_readers,
     )
 
 
@@ -53,7 +59,8 @@ class _Elsewhere:
 
 async def _read(pool: ReaderPool, caller: str, elsewhere: _Elsewhere, timeout: float = 60) -> tuple[ProcessResult, str]:
     async with pool.read(caller, {f"report/{REPORT.name}": REPORT}, _argv, timeout, elsewhere) as (result, folder):
-        return result, folder.parent.name
+        # The job's outputs come back in READER.job-N, out of the reader's folder; '' where it ran elsewhere.
+        return result, folder.name.split(".job-")[0]
 
 
 async def _until_started(pool: ReaderPool, caller: str) -> None:
@@ -143,3 +150,54 @@ def test_a_full_server_ends_the_reader_unused_longest_for_another_caller(tmp_pat
             await pool.close()
 
     asyncio.run(scenario())
+
+
+FORGER = """
+import os
+import sys
+from pathlib import Path
+
+from profsvc.worker.warm import READY, Channel, announce, split_standby_args
+
+# A reader a hostile report has taken over: it swaps its job's folder for a link to a folder the server can read
+# (here one holding a forged status and output) and waits for the server to follow the link.
+directory, server_pid = split_standby_args(sys.argv[1:])
+channel = Channel(directory, server_pid)
+announce(directory / READY)
+while True:
+    job = channel.line()
+    folder = directory / f"job-{job['id']}"
+    folder.rename(directory / f"moved-{job['id']}")
+    folder.symlink_to(os.environ["FORGER_LINK"])
+"""
+
+
+def test_a_reader_that_swaps_its_job_folder_for_a_link_gets_nothing_read_through_it(tmp_path):
+    secret = tmp_path / "server-side"
+    secret.mkdir()
+    (secret / "status").write_text("0")
+    (secret / "stdout").write_text("SECRET")
+    forger = tmp_path / "forger.py"
+    forger.write_text(FORGER)
+    spec = StandbySpec(
+        command=lambda d: [sys.executable, str(forger), "--standby", str(d), "--server-pid", "0"],
+        environment=lambda d: {**job_environment(d, gpu_index=None, cuda_arch="sm_90"), "FORGER_LINK": str(secret)},
+    )
+
+    async def scenario() -> ProcessResult:
+        pool = ReaderPool(tmp_path / "readers", spec, own=lambda _f: None, own_descriptor=lambda _fd: None)
+        elsewhere = _Elsewhere()
+        try:
+            await _read(pool, "mallory", elsewhere)
+            await _until_started(pool, "mallory")
+            result, _ = await _read(pool, "mallory", elsewhere, timeout=3.0)
+            return result
+        finally:
+            await pool.close()
+
+    result = asyncio.run(scenario())
+    assert not result.ok and "SECRET" not in result.stdout  # the forged status and output were not read
+    assert (secret / "stdout").read_text() == "SECRET" and sorted(p.name for p in secret.iterdir()) == [
+        "status",
+        "stdout",
+    ]
