@@ -917,7 +917,12 @@ def test_the_jobs_timings_say_what_it_waited_for_that_was_not_its_own(tmp_path, 
                 pool.keep("ncu-gpu0", _gpu_lock_spec(echo, lock, ECHO_WARM_S="0.5"))
                 with collect_timings() as first:
                     taken.append(await pool.take("ncu-gpu0"))
-            await asyncio.sleep(3.0)  # the GPU free: the pool primes the replacement ahead
+            # The GPU free: the pool primes the replacement ahead.
+            for _ in range(300):
+                waiting = pool._current.get("ncu-gpu0")
+                if waiting and waiting[0].done() and (ahead := waiting[0].result()) is not None and ahead.primed:
+                    break
+                await asyncio.sleep(0.1)
             with collect_timings() as second:
                 taken.append(await pool.take("ncu-gpu0"))
         return first, second
