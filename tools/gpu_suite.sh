@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU run on a GPU host that can download nothing: install the carried wheels (.whl/), then run
+# The GPU run on a GPU host that can download nothing: install the carried wheels (.whl/, from
+# tools/gpu_wheels.sh), then run
 # one stage, keeping every log under $OUT (or ./gpu-out). Stages, each a few minutes on an H200:
 #   a    GPU tests: profiling end to end, archetypes and hints, GPU faults; the jail's attack suite
 #   b    GPU tests: the agent's tools, verdicts; the seed's -lineinfo report; the soak (SOAK_REQUESTS, 200); the batch

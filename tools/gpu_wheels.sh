@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# What a GPU host that can download nothing needs beside its own image (Python 3.12, torch, grpcio, protobuf,
+# pandas, pyarrow, rich...): the wheels below and Debian's bubblewrap, fetched here into .whl/ (git-ignored), which
+# tools/gpu_suite.sh, gpu_corpus.sh and gpu_cluster.sh install there. No dependency is resolved (none may replace
+# the image's torch): each one the image lacks is named.
+# Usage: tools/gpu_wheels.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+wheels=(
+  # the server and the client
+  pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5
+  grpcio-health-checking==1.84.0 grpcio-reflection==1.84.0 grpcio-status==1.84.0 googleapis-common-protos==1.76.0
+  pyseccomp==0.1.2 nvtx==0.2.16 argcomplete==3.7.2
+  # the HTML report
+  plotly==7.1.0
+  # clusters (profsvc batch --cluster)
+  dask==2026.8.0 distributed==2026.8.0 partd==1.4.2 locket==1.0.0 tblib==3.2.2 zict==3.0.0 tornado==6.6.1
+  bokeh==3.10.2 xyzservices==2026.9.1
+)
+platforms=()
+for n in 39 35 34 31 28 27 24 17 5; do platforms+=(--platform "manylinux_2_${n}_x86_64"); done
+platforms+=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any)
+mkdir -p .whl/debs
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  "${platforms[@]}" -d .whl "${wheels[@]}"
+(cd .whl/debs && apt-get download bubblewrap)
+ls .whl .whl/debs
