@@ -3,7 +3,8 @@
 # Stages, each within a 10-minute call:
 #   bench  benchmarks/bench_corpus_build.py: every corpus source built cold through a jailed `profsvc serve` (its
 #          glue headers made at its start) and with torch's own load_inline, alternating (extra args go to the
-#          benchmark: --jobs, --limit N, --sample N)
+#          benchmark: --jobs, --limit N, --sample N, --alone N: then every source cold on a second server, N at a
+#          time)
 #   test   tests/gpu/test_corpus_gpu.py: through one jailed server, each candidate compiles on its manifest's route
 #          and passes the correctness check
 # Usage: tools/gpu_corpus.sh STAGE [args]
