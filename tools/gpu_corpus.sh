@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The build-form corpus on a GPU host (carry .whl): install the wheels and bubblewrap, then one stage, logs under $OUT.
-# Stages, each within a 10-minute call:
+# Stages, each within 10 minutes on an H200:
 #   bench  benchmarks/bench_corpus_build.py: every corpus source built cold through a jailed `profsvc serve` (its
 #          glue headers made at its start) and with torch's own load_inline, alternating (extra args go to the
 #          benchmark: --jobs, --limit N, --sample N, --alone N: then every source cold on a second server, N at a
