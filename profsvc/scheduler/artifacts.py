@@ -34,6 +34,19 @@ CONTENT_TYPES = {
 _NOFOLLOW_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+def open_regular_at(folder: int, name: str) -> BinaryIO | None:
+    """The regular file `name` of the open folder `folder`, opened for reading; None for anything else: a link is
+    not followed, and a file with a second hard link (which could be a file elsewhere) is refused. OSError where
+    nothing of that name can be opened."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        return None
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
 def tree_bytes(path: Path) -> int:
     """Bytes of the regular files under `path`, links not followed."""
     total = 0
@@ -118,16 +131,10 @@ class Workspaces:
             descriptors.append(os.open(self.root, _NOFOLLOW_DIRECTORY))
             for folder in folders:
                 descriptors.append(os.open(folder, _NOFOLLOW_DIRECTORY, dir_fd=descriptors[-1]))
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=descriptors[-1])
+            file = open_regular_at(descriptors[-1], name)
         except OSError:
             return None
         finally:
             for descriptor in descriptors:
                 os.close(descriptor)
-        info = os.fstat(fd)
-        # One link only: a hard link to a file elsewhere would serve that file.
-        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
-            os.close(fd)
-            return None
-        os.set_blocking(fd, True)
-        return name, os.fdopen(fd, "rb")
+        return (name, file) if file is not None else None

@@ -27,13 +27,13 @@ import itertools
 import logging
 import os
 import shutil
-import stat
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from profsvc.proc import ProcessResult, StartedProcess
+from profsvc.scheduler.artifacts import open_regular_at
 from profsvc.scheduler.warm_pool import StandbySpec, write_line
 from profsvc.worker.reader import STATUS, STDERR, STDOUT, job_folder
 from profsvc.worker.warm import CHANNEL, READY
@@ -70,13 +70,12 @@ def _read_regular(folder: int, name: str) -> bytes | None:
     """A regular file of the open folder `folder`, up to the limit; None for anything else (a link the reader put
     there is not followed)."""
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+        file = open_regular_at(folder, name)
     except OSError:
         return None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
+    if file is None:
         return None
-    with os.fdopen(fd, "rb") as file:
+    with file:
         return file.read(OUTPUT_LIMIT)
 
 
