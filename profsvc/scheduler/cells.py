@@ -23,7 +23,7 @@ from profsvc.jail import Jail
 from profsvc.jobenv import job_environment
 from profsvc.proc import Launch, ProcessResult, StartedProcess
 from profsvc.scheduler.control import Handler, ServerChannel
-from profsvc.scheduler.warm_pool import StandbyGone, StandbyPool, StandbySpec
+from profsvc.scheduler.warm_pool import StandbyGone, StandbyPool, StandbySpec, timing_name
 from profsvc.telemetry import add_timing
 
 MakeArgv = Callable[[Path], list[str]]
@@ -139,7 +139,7 @@ class Cells:
                 except StandbyGone:
                     result = None  # it died before taking the job: run the job fresh
                 if result is not None:
-                    add_timing(f"{kind.split('-gpu')[0]}:run", result.seconds)
+                    add_timing(f"{timing_name(kind)}:run", result.seconds)
                     yield result, standby.directory
                     return
             finally:
@@ -158,8 +158,7 @@ class Cells:
             channel.handed_over()
             result = await process.finish(timeout)
             # A fresh process's time includes its start (Python, torch, ncu), which a warm worker paid ahead.
-            name = kind.split("-gpu")[0]
-            add_timing(f"{name}:fresh_run" if name else "fresh_run", result.seconds)
+            add_timing(f"{timing_name(kind)}:fresh_run" if kind else "fresh_run", result.seconds)
             yield result, cell
         finally:
             channel.close()

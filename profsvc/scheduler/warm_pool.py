@@ -142,6 +142,11 @@ class Standby:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+def timing_name(kind: str) -> str:
+    """A worker kind as a job's timings name it: less its GPU ("ncu-gpu0" -> "ncu"), the same on every GPU."""
+    return kind.split("-gpu")[0]
+
+
 async def write_line(directory: Path, message: Mapping[str, object]) -> None:
     """Write one line to the worker waiting in `directory`, all of it. The FIFO is non-blocking (a worker gone is
     an error, not a hang), so a line longer than its buffer goes in several writes, each once the worker has read
@@ -314,8 +319,8 @@ class StandbyPool:
         if standby is None:
             self._failed(kind)
             return None
-        # In the job's timings, what it waited for that was not its own work (named by kind, less the GPU).
-        name = kind.split("-gpu")[0]
+        # In the job's timings, what it waited for that was not its own work.
+        name = timing_name(kind)
         try:
             if standby.primed:
                 came_up = True
