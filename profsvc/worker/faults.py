@@ -19,6 +19,22 @@ CUDA_FAULTS = (
 )
 
 
+# What torch says when a process that sees no GPU asks for one: a CUDA build of torch without a visible device,
+# or a CPU build.
+NO_GPU = (
+    "no CUDA-capable device is detected",
+    "No CUDA GPUs are available",
+    "Found no NVIDIA driver",
+    "Torch not compiled with CUDA enabled",
+    "requires CUDA support",
+)
+
+
+def says_no_gpu(message: str) -> bool:
+    """Whether an error message is torch finding no GPU (not a fault of the code that asked for one)."""
+    return any(needle in message for needle in NO_GPU)
+
+
 def fault_kind(message: str) -> str:
     """The fault kind a CUDA error message names, '' for anything else."""
     lowered = message.lower()

@@ -29,7 +29,7 @@ from profsvc.metrics.nvtx import MEASURED_RANGE, PROFILER_WARMUP_RANGE, PROFSVC_
 from profsvc.worker.candidate import serve_judge
 from profsvc.worker.control import ControlChannel
 from profsvc.worker.exchange import to_device
-from profsvc.worker.faults import fault_kind
+from profsvc.worker.faults import fault_kind, says_no_gpu
 from profsvc.worker.inline_cache import InlineRecorder, install
 from profsvc.worker.prebuild import BUILD_ERROR_PREFIX, prebuild
 from profsvc.worker.precision import DEFAULT_PRECISION, PRECISIONS, cast_model, cast_values
@@ -92,24 +92,13 @@ def _phase(status: dict[str, Any], name: str) -> Iterator[None]:
         status.setdefault("phases", {})[name] = time.monotonic() - start
 
 
-# What torch says when a process without a GPU (the compile step's) asks for one: a CUDA build of torch without a
-# visible device, or a CPU build.
-_NO_GPU_MESSAGES = (
-    "no CUDA-capable device is detected",
-    "No CUDA GPUs are available",
-    "Found no NVIDIA driver",
-    "Torch not compiled with CUDA enabled",
-    "requires CUDA support",
-)
-
-
 def _needs_a_gpu(error: BaseException, torch: Any) -> bool:
     """Whether `error` is the GPU being unavailable here (torch sees none), and not a fault of the module's."""
     if torch.cuda.is_available():
         return False
     chain: BaseException | None = error
     while chain is not None:
-        if any(message in str(chain) for message in _NO_GPU_MESSAGES):
+        if says_no_gpu(str(chain)):
             return True
         chain = chain.__cause__ or chain.__context__
     return False
