@@ -157,8 +157,13 @@ class ReaderPool:
                 result = await process.finish(0)
                 raise OSError(f"a report reader for {caller} did not start: {result.stderr.strip()[-500:]}")
             await asyncio.sleep(_POLL_S)
-        reader.last_used = time.monotonic()  # idle from now, not from its start
+        self._idle(reader)  # from now, not from its start
         return reader
+
+    def _idle(self, reader: _Reader) -> None:
+        """The reader waits for a job from now; it is checked again once it may have waited long enough."""
+        reader.last_used = time.monotonic()
+        self._idle_checks.add(asyncio.get_running_loop().call_later(self.idle_s + 1, self._end_idle))
 
     async def _take(self, caller: str) -> _Reader | None:
         """A free reader of the caller's. All busy: one more is started (up to `per_caller`, one at a time) and
@@ -221,9 +226,7 @@ class ReaderPool:
 
     async def _give_back(self, caller: str, reader: _Reader, healthy: bool) -> None:
         reader.busy = False
-        reader.last_used = time.monotonic()
-        # Checked again once it may have been idle long enough, even if no report comes in meanwhile.
-        self._idle_checks.add(asyncio.get_running_loop().call_later(self.idle_s + 1, self._end_idle))
+        self._idle(reader)
         if not healthy or reader.jobs >= self.max_jobs:
             reader.discard()
             with contextlib.suppress(ValueError):
@@ -244,7 +247,6 @@ class ReaderPool:
         job's folder first; yields how it ended and a folder with the files the job left (out of the reader's
         reach), which lives until the block ends. While the caller's first reader starts, the job runs
         `elsewhere` (a warm analyze worker)."""
-        self._end_idle()
         reader = await self._take(caller)
         if reader is None:
             async with elsewhere() as outcome:

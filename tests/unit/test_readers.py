@@ -133,6 +133,21 @@ def test_a_reader_left_unused_ends_without_another_report_arriving(tmp_path):
     asyncio.run(scenario())
 
 
+def test_a_reader_no_job_ever_took_ends_when_unused(tmp_path):
+    async def scenario() -> None:
+        pool, elsewhere = _pool(tmp_path / "readers", idle_s=0.5), _Elsewhere()
+        try:
+            await _read(pool, "alice", elsewhere)  # runs elsewhere; alice's reader starts, and nothing comes
+            await _until_started(pool, "alice")
+            (reader,) = pool._readers["alice"]
+            await asyncio.sleep(2.0)
+            assert not reader.directory.exists() and pool._readers["alice"] == []
+        finally:
+            await pool.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_full_server_ends_the_reader_unused_longest_for_another_caller(tmp_path):
     async def scenario() -> None:
         pool, elsewhere = _pool(tmp_path / "readers", per_caller=1, max_readers=1), _Elsewhere()
