@@ -133,7 +133,8 @@ class ReaderPool:
         self.idle_s = idle_s
         self._readers: dict[str, list[_Reader]] = {}
         self._free: dict[str, asyncio.Condition] = {}
-        self._starting: dict[str, int] = {}
+        # Callers whose next reader is starting (one at a time each).
+        self._starting: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._idle_checks: set[asyncio.TimerHandle] = set()
         self._serial = itertools.count()
@@ -181,21 +182,21 @@ class ReaderPool:
                     idle.busy = True
                     return idle
                 # One start at a time: a job waits for a starting reader rather than start another beside it.
-                if not self._starting.get(caller, 0) and len(readers) < self.per_caller and self._room():
-                    self._starting[caller] = self._starting.get(caller, 0) + 1
+                if caller not in self._starting and len(readers) < self.per_caller and self._room():
+                    self._starting.add(caller)
                     task = asyncio.create_task(self._add(caller))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
                     if not readers:
                         return None
-                elif not readers and not self._starting.get(caller, 0):
+                elif not readers and caller not in self._starting:
                     return None  # no room for a reader of its own: a warm worker reads it
                 await free.wait()
 
     def _room(self) -> bool:
         """Whether one more reader may start: under `max_readers` in all, after ending the reader unused longest
         where that is what it takes."""
-        count = sum(len(r) for r in self._readers.values()) + sum(self._starting.values())
+        count = sum(len(r) for r in self._readers.values()) + len(self._starting)
         if count < self.max_readers:
             return True
         idle = [(r.last_used, caller, r) for caller, rs in self._readers.items() for r in rs if not r.busy]
@@ -217,7 +218,7 @@ class ReaderPool:
         else:
             log.info("a report reader for %s started in %.1f s", caller, time.monotonic() - start)
         finally:
-            self._starting[caller] -= 1
+            self._starting.discard(caller)
         free = self._free[caller]
         async with free:
             if reader is not None:

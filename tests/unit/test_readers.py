@@ -65,7 +65,7 @@ async def _read(pool: ReaderPool, caller: str, elsewhere: _Elsewhere, timeout: f
 
 async def _until_started(pool: ReaderPool, caller: str) -> None:
     for _ in range(2000):
-        if pool._readers.get(caller) and not pool._starting.get(caller):
+        if pool._readers.get(caller) and caller not in pool._starting:
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"no reader started for {caller}")
