@@ -6,6 +6,7 @@
 #   b    GPU tests: the agent's tools, verdicts; the seed's -lineinfo report; the soak (SOAK_REQUESTS, 200); the batch
 #   static  GPU tests: static-check policies in evaluate, the corpus's honest look-alikes; evaluate over the
 #           corpus's runtime-only gaming (tests/staticcheck_corpus/runtime), one JSON result per file
+#   runtime  only the evaluation over the runtime-only gaming
 #   inputs  GPU tests: published problems in a batch, Python programs (Triton, torch, the ones that profile
 #           nothing), NVTX domains; the report of examples/programs/nvtx_domains.py (a fixture to commit)
 #   cpu  the CPU suite on the GPU host's Python
@@ -14,7 +15,7 @@
 # Usage: tools/gpu_suite.sh STAGE [pytest args]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-stage="${1:?stage a, b, static, inputs, tests or cpu}"
+stage="${1:?stage a, b, static, runtime, inputs, tests, exec or cpu}"
 shift
 out="${OUT:-gpu-out}"
 mkdir -p "$out"
@@ -38,6 +39,24 @@ run_tests() {
 gpu_tests() {
   run_tests -m gpu "$@"
 }
+# Evaluate over the runtime-only gaming, through one served server (a server's start is paid once, not per file).
+runtime_corpus() {
+  local port=50771 server name
+  python3 -m profsvc_client.cli serve --port "$port" >"$out/server-runtime.txt" 2>&1 &
+  server=$!
+  for _ in $(seq 180); do
+    python3 -m profsvc_client.cli capabilities --server "127.0.0.1:$port" >/dev/null 2>&1 && break
+    sleep 1
+  done
+  for problem in tests/staticcheck_corpus/runtime/*.py; do
+    name="$(basename "$problem" .py)"
+    python3 -m profsvc_client.cli evaluate "$problem" --skip-profile --format json --server "127.0.0.1:$port" \
+      >"$out/runtime-$name.json" 2>"$out/runtime-$name.err"
+    echo "runtime/$name: evaluate exit $?"
+  done
+  kill -TERM "$server"
+  wait "$server"
+}
 case "$stage" in
   a)
     gpu_tests tests/gpu/test_profile_gpu.py tests/gpu/test_counters_gpu.py tests/gpu/test_faults_gpu.py "$@"
@@ -53,12 +72,10 @@ case "$stage" in
     ;;
   static)
     gpu_tests tests/gpu/test_static_policy_gpu.py "$@"
-    for problem in tests/staticcheck_corpus/runtime/*.py; do
-      name="$(basename "$problem" .py)"
-      python3 -m profsvc_client.cli evaluate "$problem" --skip-profile --format json >"$out/runtime-$name.json" \
-        2>"$out/runtime-$name.err"
-      echo "runtime/$name: evaluate exit $?"
-    done
+    runtime_corpus
+    ;;
+  runtime)
+    runtime_corpus
     ;;
   inputs)
     gpu_tests tests/gpu/test_programs_gpu.py tests/gpu/test_published_gpu.py "$@"

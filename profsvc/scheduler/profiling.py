@@ -20,6 +20,7 @@ from profsvc.scheduler.ncu_options import default_ncu_options, profile_ncu_optio
 from profsvc.scheduler.program_outcome import program_failure
 from profsvc.scheduler.reading import chart_artifacts, read_report
 from profsvc.scheduler.scheduler import REPORT_NAME, UNJAILED, Job, Scheduler
+from profsvc.worker.warm import READY
 from profsvc_contract.models import CompileResult, JobError, KernelFilter, NcuRun, ProfileResult, Stage
 
 
@@ -90,7 +91,10 @@ async def _profiled(scheduler: Scheduler, job: Job, spec: ProfileSpec) -> Profil
         result.error = failure or JobError(kind="ncu_failed", stage=Stage.PROFILING)
         return result
     job.progress(Stage.PARSING, "reading the report")
-    analysis = await read_report(scheduler, job, outcome.report, KernelFilter(), locations, spec.metrics, spec.derived)
+    # At most the launches asked for: a warm worker's ncu counts one more for its own kernel, which a worker that
+    # took its job unprimed never ran.
+    selection = KernelFilter(launch_count=options.launch_count)
+    analysis = await read_report(scheduler, job, outcome.report, selection, locations, spec.metrics, spec.derived)
     result.device, result.kernels, result.aggregate = analysis.device, analysis.kernels, analysis.aggregate
     result.warnings.extend(analysis.warnings)
     result.warnings.extend(f"ncu: {e}" for e in outcome.errors)
@@ -120,8 +124,7 @@ async def _run_ncu(
     make_argv = target.argv
     limits, primed = scheduler.config.limits, scheduler.prime_ncu_workers
     warm = _takes_warm_worker(scheduler, options, target, kind)
-    # A primed worker's own kernel is ncu's first; the analysis leaves it out of the report's too.
-    parser = ProgressParser(on_progress, skip_kernels=1 if warm and primed else 0)
+    parser = ProgressParser(on_progress)
     commands: list[list[str]] = []
 
     def fresh(argv: list[str], cell: Path) -> list[str]:
@@ -131,6 +134,9 @@ async def _run_ncu(
     def argv(cell: Path) -> list[str]:
         if warm:
             commands.append(ncu_command(ncu, warm_ncu_options(cell / REPORT_NAME, limits, primed), make_argv(cell)))
+            # A worker that primed (said ready before its job) profiled its own kernel first, ncu's kernel 0;
+            # the analysis leaves it out of the report's too.
+            parser.skip_kernels = 1 if primed and (cell / READY).is_file() else 0
         return make_argv(cell)
 
     async with scheduler.cells.run(

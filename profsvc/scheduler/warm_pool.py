@@ -12,8 +12,10 @@ A kind under ncu warms up in two steps (profsvc.worker.warm): its worker
 says `loaded`, then profiles a kernel of its own when told to ("primes"). Two
 ncu processes' kernels on one GPU wait for each other, so the pool primes only
 while it holds the kind's `prime_lock` (the GPU's, which every job on that GPU
-holds), and only the oldest worker: a job that takes an unprimed worker holds
-the GPU already and primes it itself.
+holds), and only the oldest worker. A job that takes a worker not primed yet
+runs on it at once, unprimed: priming then would cost the job all of the metric
+set's passes on the worker's own kernel (about 2 s on an H200, measured in an
+agent's loop), where its own first kernel pays only ncu's first-kernel cost.
 """
 
 from __future__ import annotations
@@ -109,7 +111,7 @@ class Standby:
     async def prime(self) -> bool:
         """Once loaded, tell the worker to profile its own kernel and wait until it is ready (False: it failed).
 
-        The caller holds the worker's GPU (its kind's prime_lock, or a job's hold on that GPU).
+        The caller holds the worker's GPU (its kind's prime_lock).
         """
         self.primed = True
         if not await self.until_loaded(READY_TIMEOUT_S):
@@ -323,13 +325,9 @@ class StandbyPool:
         name = timing_name(kind)
         try:
             if standby.primed:
-                came_up = True
-            else:  # the job primes it, holding its GPU already
-                priming = time.monotonic()
-                came_up = await standby.prime()
-                add_timing(f"{name}:prime", time.monotonic() - priming)
-            if came_up:
                 came_up = await standby.until_ready(READY_TIMEOUT_S)
+            else:  # the job goes first (see above): the worker takes it in place of the prime
+                came_up = await standby.until_loaded(READY_TIMEOUT_S)
             add_timing(f"{name}:wait", time.monotonic() - start)
         except BaseException:
             # Left running, a primed worker would hold every later profile on its GPU up (ncu's hold).

@@ -13,7 +13,10 @@ process costs about 0.65 s more than the next (tools/gpu_overhead.py), so the
 worker profiles one kernel of its own before its job; but kernels profiled by
 two ncu processes on one GPU wait for each other, so it does that only when the
 server says the GPU is free: it writes DIR/loaded, waits for the line
-{"prime": true}, profiles its kernel, and only then writes DIR/ready.
+{"prime": true}, profiles its kernel, and only then writes DIR/ready. A job
+that arrives first (its line instead of the prime's) runs at once, unprimed:
+priming costs all of the metric set's passes on a kernel of its own (about 2 s
+on an H200), more than the 0.65 s the job's own first kernel then pays.
 """
 
 from __future__ import annotations
@@ -92,16 +95,21 @@ def wait_for_job(
 ) -> list[str]:
     """Warm up, say so, wait for one job, and return its argv (exits when the server goes away first).
 
-    With `prime` (a worker under ncu): after `warm`, say `loaded` and run `prime` once the server says so.
+    With `prime` (a worker under ncu): after `warm`, say `loaded` and run `prime` once the server says so,
+    unless the job comes first.
     """
     warm()
     channel = Channel(directory, server_pid)
+    job: dict[str, Any] | None = None
     if prime is not None:
         announce(directory / LOADED)
-        channel.line()
-        prime()
-    announce(directory / READY)
-    job = channel.line()
+        job = channel.line()
+        if job == PRIME:
+            prime()
+            job = None
+    if job is None:
+        announce(directory / READY)
+        job = channel.line()
     os.close(channel.fd)
     os.chdir(job["cwd"])
     sys.stdin = io.StringIO(job.get("stdin", ""))

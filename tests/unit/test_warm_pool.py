@@ -741,6 +741,35 @@ def test_wait_for_job_with_prime_says_loaded_and_primes_only_when_told(tmp_path,
     assert (directory / READY).exists()
 
 
+def test_wait_for_job_runs_a_job_that_comes_before_the_prime_unprimed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdin", sys.stdin)
+    directory = _fifo_directory(tmp_path)
+    primed: list[bool] = []
+    outcome: list[object] = []
+
+    def worker() -> None:
+        try:
+            outcome.append(wait_for_job(directory, os.getpid(), lambda: None, prime=lambda: primed.append(True)))
+        except BaseException as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=worker, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not (directory / LOADED).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    writer = os.open(directory / CHANNEL, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        os.write(writer, (json.dumps({"argv": ["b"], "cwd": str(tmp_path), "stdin": "s"}) + "\n").encode())
+    finally:
+        os.close(writer)
+    thread.join(10)
+    assert outcome == [["b"]]
+    assert primed == [] and not (directory / READY).exists()
+    assert sys.stdin.read() == "s"
+
+
 def _gpu_lock_spec(echo: Path, lock: asyncio.Lock, **variables: str) -> StandbySpec:
     return _worker_spec("standby_echo", echo, prime_lock=lock, **variables)
 
@@ -832,7 +861,7 @@ def test_a_job_that_follows_another_at_once_goes_before_the_priming(tmp_path, ec
     asyncio.run(body())
 
 
-def test_a_job_that_takes_an_unprimed_worker_primes_it_under_its_own_hold_on_the_gpu(tmp_path, echo):
+def test_a_job_that_takes_an_unprimed_worker_runs_on_it_at_once_unprimed(tmp_path, echo):
     job_cwd = tmp_path / "job"
     job_cwd.mkdir()
 
@@ -841,14 +870,18 @@ def test_a_job_that_takes_an_unprimed_worker_primes_it_under_its_own_hold_on_the
         async with _pool(tmp_path / "standby") as (pool, taken):
             async with lock:  # the job holds the GPU from before the worker started
                 pool.keep("ncu", _gpu_lock_spec(echo, lock, ECHO_WARM_S="0.5"))
-                standby = await pool.take("ncu")
+                with collect_timings() as timings:
+                    standby = await pool.take("ncu")
                 taken.append(standby)
-                assert standby is not None and standby.ready and _primed(standby)
+                # Taken once loaded: the job's own line replaces the prime, which never runs.
+                assert standby is not None and standby.loaded and not standby.ready
                 result = await standby.run(["job"], cwd=job_cwd, stdin="", timeout=30, on_stdout=None)
-            return result
+                assert not _primed(standby)
+            return result, timings
 
-    result = asyncio.run(body())
+    result, timings = asyncio.run(body())
     assert result.ok and json.loads(result.stdout)["argv"] == ["job"]
+    assert "ncu:wait" in timings and "ncu:prime" not in timings
 
 
 def test_a_worker_that_fails_to_prime_is_logged_and_the_job_runs_fresh(tmp_path, echo, caplog):
@@ -905,8 +938,8 @@ def test_a_finished_process_is_never_killed_again(monkeypatch):
 
 
 def test_the_jobs_timings_say_what_it_waited_for_that_was_not_its_own(tmp_path, echo):
-    # A job that takes an unprimed worker pays the priming and the wait: its timings name both, so a slow call
-    # shows where its time went; a worker that was ready and primed costs the job neither.
+    # A job that takes a worker still loading waits for it, and its timings say so; a worker that was ready and
+    # primed costs the job no wait worth the name.
     job_cwd = tmp_path / "job"
     job_cwd.mkdir()
 
@@ -928,5 +961,6 @@ def test_the_jobs_timings_say_what_it_waited_for_that_was_not_its_own(tmp_path, 
         return first, second
 
     first, second = asyncio.run(body())
-    assert first["ncu:prime"] > 0 and first["ncu:wait"] >= first["ncu:prime"]
-    assert "ncu:prime" not in second and second["ncu:wait"] < first["ncu:wait"]
+    # The first worker loads for 0.5 s (ECHO_WARM_S) after the job asked for it.
+    assert first["ncu:wait"] >= 0.4
+    assert second["ncu:wait"] < 0.2
