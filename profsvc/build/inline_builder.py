@@ -204,6 +204,9 @@ def torch_builders() -> TorchBuilders:
         original = getattr(function, "__wrapped__", function)
 
         def build(**arguments: Any) -> None:
+            # torch names a second build of one name in a process NAME_v1.so: a builder's next route (each in a
+            # folder of its own) must make NAME.so, the library the cache installs.
+            cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(arguments.get("name"), None)
             importer = cpp_extension._import_module_from_library
             cpp_extension._import_module_from_library = lambda *args, **kwargs: None
             try:

@@ -567,7 +567,8 @@ class _Piece:
     """One top-level item and where it goes; some places are settled only once the whole source is read.
 
     place: "cuda", "host", "both", or to settle: "variable" (a host global), "scope" (a namespace block),
-    "device_type" (a type with device members), "helper" (a plain or __host__ __device__ function).
+    "device_type" (a type with device members), "device_variable" (a __device__, __constant__ or __managed__
+    global), "helper" (a plain or __host__ __device__ function).
     """
 
     text: str
@@ -691,6 +692,8 @@ class _Halves:
         if _DEVICE_STORAGE.search(code):
             if _TYPE_DEFINITION.match(code):
                 return _Piece(text, code, start, "device_type", names=_declared_names(code, 0, len(code)))
+            if _is_variable(code):
+                return _Piece(text, code, start, "device_variable", names={_variable_name(code)})
             return _Piece(text, code, start, "cuda")
         if _TORCH.search(code):
             return _Piece(text, code, start, "host")
@@ -741,6 +744,12 @@ class _Halves:
             place = "host" if name in host_names else "cuda"
         elif place == "device_type":
             place = "both" if piece.names & host_names else "cuda"
+        elif place == "device_variable":
+            name = next(iter(piece.names))
+            if name in host_names:
+                # cudaMemcpyToSymbol(g, ...) needs the variable's host shadow, which only nvcc's unit has.
+                raise _Unfollowable(f"host code names the device variable {name}", piece.start + _lead(piece.code))
+            place = "cuda"
         elif place == "scope":
             place = self._scope_place(piece, host_names)
         elif place == "helper":

@@ -467,3 +467,27 @@ def test_a_folder_over_the_requests_bounds_is_a_build_error(wrapped, tmp_path, m
     with pytest.raises(RuntimeError, match=r"^Error building extension 'vga_linear_probe': .* holds more than"):
         cpp_extension.load_inline(**SEED, extra_include_paths=[str(tmp_path)])
     assert channel.sent == []
+
+
+def test_each_route_a_builder_tries_makes_the_library_under_its_own_name(tmp_path, monkeypatch):
+    # torch's own load_inline, its ninja step stood in: a retry of one name in one process (the next route
+    # after a failed one) must not be renamed NAME_v1 by torch's versioner, or the cache finds no NAME.so.
+    from torch.utils import cpp_extension
+
+    from profsvc.build.inline_builder import torch_builders
+
+    built: list[str] = []
+
+    def ninja(*, name: str, build_directory: str, **_: object) -> None:
+        built.append(name)
+        (Path(build_directory) / f"{name}.so").write_bytes(b"")
+
+    monkeypatch.setattr(cpp_extension, "_write_ninja_file_and_build_library", ninja)
+    monkeypatch.setattr(cpp_extension, "verify_ninja_availability", lambda: None)
+    builders = torch_builders()
+    for attempt, text in enumerate(("int one() { return 1; }", "int two() { return 2; }")):
+        folder = tmp_path / str(attempt)
+        folder.mkdir()
+        builders.load_inline(name="twice_ext", cpp_sources=[text], build_directory=str(folder))
+        assert (folder / "twice_ext.so").is_file()
+    assert built == ["twice_ext", "twice_ext"]

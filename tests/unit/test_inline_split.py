@@ -362,6 +362,13 @@ DECLINED = {
     + "__global__ void k() {}\nvoid go() { CHECK(true); k<<<1, 1>>>(); }\n"
     + _host_function("go();"),
     "a kernel in a namespace": "namespace q { __global__ void k() {} }\n" + _host_function("q::k<<<1, 1>>>();"),
+    "a device variable named by host code": "__device__ int g_filled = 0;\n__global__ void k() { g_filled = 1; }\n"
+    + _host_function("int filled = 0;\n  cudaMemcpyFromSymbol(&filled, g_filled, sizeof(int));\n  k<<<1, 1>>>();"),
+    "a constant array copied to by host code": "__constant__ float weights[16];\n"
+    + "__global__ void k(float* y) { y[0] = weights[0]; }\n"
+    + _host_function(
+        "float w[16] = {};\n  cudaMemcpyToSymbol(weights, w, sizeof(w));\n  k<<<1, 1>>>(x.data_ptr<float>());"
+    ),
 }
 
 
