@@ -9,7 +9,7 @@ verdict, the reference and the status the server trusts are the judge's
 
 Commands: `init` (import the candidate's module, build ModelNew from the
 init inputs and cast it to the judge's precision), `call` (one call on the given inputs: outputs and the inputs as
-the call left them, optionally the kernels it launched), `time` (the timing
+the call left them, optionally the kernels it launched and those it left running), `time` (the timing
 loop of profsvc.worker.timing on input sets), `refill` (new values into the
 timed input buffers, then one call), `exit`.
 """
@@ -59,6 +59,7 @@ class _Candidate:
         if command.get("poison"):
             poison_allocator(torch)
         kernels: list[str] = []
+        left: list[str] = []
         with torch.no_grad():
             # The kernels it launches are recorded on a call of their own, after this one: a GPU fault then
             # surfaces here, outside the profiler, whose stop can hang on a broken context (seen on an H200).
@@ -66,11 +67,11 @@ class _Candidate:
             outputs = self.model(*inputs)
             torch.cuda.synchronize()
             if pristine is not None:
-                _, kernels = launched_kernels(self.model, pristine, torch)
+                kernels, left = launched_kernels(self.model, pristine, torch)
         flat = flatten(outputs, torch)
         aliases = outputs_alias_inputs(flat, inputs, torch)
         save(self.cell / command["out"], {"outputs": flat, "inputs": inputs}, torch)
-        return {"ok": True, "aliases": aliases, "kernels": kernels}, [command["out"]]
+        return {"ok": True, "aliases": aliases, "kernels": kernels, "left_running": left}, [command["out"]]
 
     def time(self, command: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         torch = self.torch

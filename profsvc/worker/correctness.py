@@ -135,6 +135,7 @@ class CandidateCall:
     inputs: list[Any]
     aliases: str = ""
     kernels: list[str] = field(default_factory=list)
+    left_running: list[str] = field(default_factory=list)  # kernels still running once the call's stream went on
 
 
 class Candidate(Protocol):
@@ -215,6 +216,13 @@ def run_trial(
     if own is not None and not own_kernels_ran(called.kernels, set(own.names), own.vendor):
         launched = ", ".join(sorted({kernel_base_name(k) for k in called.kernels})[:8]) or "none"
         message = f"no kernel of the candidate's own ran: the call launched only other kernels ({launched})"
+        return {"ok": False, "input_shapes": shapes, "message": message}
+    if called.left_running:
+        running = ", ".join(sorted({kernel_base_name(k) for k in called.left_running})[:8])
+        message = (
+            f"work left running: the call returned while its kernel(s) {running} still ran on a stream it never "
+            "joined to the current one, outside any timing of the call"
+        )
         return {"ok": False, "input_shapes": shapes, "message": message}
     reference_out = flatten(reference_model(*clone_inputs(inputs, torch)), torch)
     torch.cuda.synchronize()

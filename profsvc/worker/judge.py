@@ -134,12 +134,13 @@ class CandidateProcess:
         returned = self._receive(out, files)
         if not isinstance(returned, dict) or not isinstance(returned.get("outputs"), list):
             raise CandidateFailed({"kind": "runtime_error", "message": "the candidate's process sent no outputs"})
-        kernels = result.get("kernels", [])
+        kernels, left = result.get("kernels", []), result.get("left_running", [])
         return CandidateCall(
             outputs=[to_device(v, torch) for v in returned["outputs"]],
             inputs=[to_device(v, torch) for v in returned.get("inputs", [])],
             aliases=str(result.get("aliases", "")),
             kernels=[str(k) for k in kernels] if isinstance(kernels, list) else [],
+            left_running=[str(k) for k in left] if isinstance(left, list) else [],
         )
 
     def time(self, sets: list[list[Any]], warmup: int, trials: int) -> dict[str, Any]:

@@ -59,16 +59,30 @@ def kernel_records(model: Any, inputs: list[Any], calls: int, torch: Any) -> dic
     }
 
 
-def launched_kernels(model: Any, inputs: list[Any], torch: Any) -> tuple[Any, list[str]]:
-    """One call's outputs and the names of the kernels it launched (CUPTI kernel records)."""
+def launched_kernels(model: Any, inputs: list[Any], torch: Any) -> tuple[list[str], list[str]]:
+    """The names of the kernels one call launched (CUPTI kernel records), and of those it left running.
+
+    Left running: still running when a kernel the harness queued on the current stream right after the call
+    began (GPU timestamps of one clock). Work the call joined to its stream, or waited for, ends before that
+    kernel starts; work on a stream it never joined may not, and would run outside any timing of the call.
+    """
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        outputs = model(*inputs)
+        model(*inputs)
+        torch.cuda._sleep(1)  # the marker: launched last, on the current stream
         torch.cuda.synchronize()
-    names = [e.name() for e in prof.profiler.kineto_results.events() if _is_kernel(e, torch)]
-    return outputs, names
+    kernels = sorted((e for e in prof.profiler.kineto_results.events() if _is_kernel(e, torch)), key=_launch_order)
+    if not kernels:
+        return [], []
+    *called, marker = kernels
+    left = [e.name() for e in called if e.start_ns() + e.duration_ns() > marker.start_ns()]
+    return [e.name() for e in called], left
+
+
+def _launch_order(event: Any) -> int:
+    return event.correlation_id()
 
 
 def _per_call(kernels: list[Any], calls: int) -> list[float]:

@@ -3,7 +3,8 @@
 A partial replacement (its own max-pool kernel, PyTorch's convolution and linear) passes evaluate with warnings
 and fails it under a policy that makes torch_fallback an error; a candidate with no kernel of its own computes the
 right answer in PyTorch and fails evaluate all the same. Every honest look-alike must build, match its reference
-and pass: a look-alike that only lints clean would prove nothing.
+and pass: a look-alike that only lints clean would prove nothing. Every runtime-only trick, which lint passes, must
+fail evaluate through the guard its file names.
 """
 
 from __future__ import annotations
@@ -25,6 +26,15 @@ NO_KERNEL = CORPUS / "gaming" / "no_custom_kernel__scalar_multiply.py"
 _NEEDS = {"result_caching__cute_compile_cache.py": "cutlass", "result_caching__tilelang_build_cache.py": "tilelang"}
 _OWN_BUILD = {"result_caching__source_file_at_import.py"}
 LOOK_ALIKES = sorted(p for p in (CORPUS / "honest").glob("*__*.py") if p.name not in _OWN_BUILD)
+RUNTIME = sorted((CORPUS / "runtime").glob("*.py"))
+# What each runtime guard says, in the words of its kind (tests/staticcheck_corpus/README.md).
+_GUARD_SAYS = {
+    "no_custom_kernel_ran": "no kernel of the candidate's own ran",
+    "output_not_written": "unwritten elements",
+    "inputs_changed": "changed its input",
+    "results_from_cache": "trials matched the reference",
+    "work_left_running": "work left running",
+}
 
 
 @pytest.fixture(scope="module")
@@ -63,3 +73,12 @@ def test_honest_look_alike_passes_evaluate(tools, path):
     assert result.correctness.ok, (result.correctness.message, result.correctness.error)
     assert result.static_check.ok and not result.static_check.findings
     assert result.ok, result.report_text
+
+
+@pytest.mark.parametrize("path", RUNTIME, ids=lambda p: p.name)
+def test_runtime_only_trick_fails_evaluate_by_its_guard(tools, path):
+    guard = path.name.split("__")[0]
+    result = tools.evaluate(load_source(path), skip_profile=True)
+    assert result.correctness.error is None, result.correctness.error  # it ran: the guard, not a build, fails it
+    assert not result.correctness.ok and not result.ok
+    assert _GUARD_SAYS[guard] in result.correctness.message, result.correctness.message
