@@ -1,6 +1,6 @@
 """`profsvc batch` over published reference problems (tests/problems) on a GPU: each profiles its reference.
 
-By default a spread of 24 of the corpus's problems (every third file, and every composition of level2/);
+By default a spread of the corpus's problems (every third file of level1/, every composition of level2/);
 PROFSVC_PUBLISHED=all runs every one.
 """
 
