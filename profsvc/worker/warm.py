@@ -15,8 +15,9 @@ two ncu processes on one GPU wait for each other, so it does that only when the
 server says the GPU is free: it writes DIR/loaded, waits for the line
 {"prime": true}, profiles its kernel, and only then writes DIR/ready. A job
 that arrives first (its line instead of the prime's) runs at once, unprimed:
-priming costs all of the metric set's passes on a kernel of its own (about 2 s
-on an H200), more than the 0.65 s the job's own first kernel then pays.
+priming costs all of the metric set's passes on a kernel of its own plus that
+first-kernel cost (1.9 to 2.4 s on an H200 in an agent's loop), where the job's
+own first kernel then pays only the latter (1.1 to 1.6 s there).
 """
 
 from __future__ import annotations
