@@ -92,8 +92,8 @@ async def _profiled(scheduler: Scheduler, job: Job, spec: ProfileSpec) -> Profil
         return result
     job.progress(Stage.PARSING, "reading the report")
     # At most the launches asked for: a warm worker's ncu counts one more for its own kernel, which a worker that
-    # took its job unprimed never ran.
-    selection = KernelFilter(launch_count=options.launch_count)
+    # took its job unprimed never ran. (A target that may run warm is one process, where ncu's count is the same.)
+    selection = KernelFilter(launch_count=options.launch_count if target.warm else 0)
     analysis = await read_report(scheduler, job, outcome.report, selection, locations, spec.metrics, spec.derived)
     result.device, result.kernels, result.aggregate = analysis.device, analysis.kernels, analysis.aggregate
     result.warnings.extend(analysis.warnings)
@@ -150,6 +150,8 @@ async def _run_ncu(
         fresh=fresh,
     ) as (process, cell):
         outcome = ncu_outcome(commands[-1] if commands else [], process, parser, cell / REPORT_NAME)
+        if warm:  # its ncu counts one launch more (warm_ncu_options), one the job may have used
+            outcome.passes = outcome.passes[: options.launch_count]
         if outcome.report is not None:
             outcome.report = Path(shutil.move(outcome.report, options.export_path))
         status = cell / target.status_name

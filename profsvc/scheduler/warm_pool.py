@@ -307,7 +307,7 @@ class StandbyPool:
                         # Killed, not discarded: the job that takes it logs why it failed, from its output.
                         standby.process.kill()
                     return
-            # A job took it meanwhile (and primed it itself): go on with the next oldest.
+            # A job took it meanwhile (and ran on it unprimed): go on with the next oldest.
 
     async def take(self, kind: str) -> Standby | None:
         """The kind's warm worker once ready (a replacement starts now); None: start a fresh process instead."""

@@ -197,8 +197,11 @@ def run_trial(
     torch: Any,
     own: OwnKernels | None,
     precision: str,
+    record: bool = False,
 ) -> dict[str, Any]:
-    """One trial in a precision mode: the candidate first on its own copies, then checks, then the reference."""
+    """One trial in a precision mode: the candidate first on its own copies, then checks, then the reference.
+
+    `record`: also record the call's kernels (whether its own ran, with `own`; whether it left any running)."""
     if jitter:
         JITTER.trial(seed)
     else:
@@ -209,7 +212,7 @@ def run_trial(
     )
     shapes = [str(list(x.shape)) for x in inputs if isinstance(x, torch.Tensor)]
     originals = clone_inputs(inputs, torch)
-    called = candidate.call(inputs, poison=True, record=own is not None)
+    called = candidate.call(inputs, poison=True, record=record or own is not None)
     violation = changed_input(called.inputs, originals, torch) or called.aliases
     if violation:
         return {"ok": False, "input_shapes": shapes, "message": violation}
@@ -252,7 +255,9 @@ def run_correctness(
         for index in range(trials):
             checks = own if index == 0 else None
             seed = trial_seed(server_seed, index)
-            trial = run_trial(problem, reference_model, candidate, seed, index > 0, torch, checks, precision)
+            trial = run_trial(
+                problem, reference_model, candidate, seed, index > 0, torch, checks, precision, record=index == 0
+            )
             trial["index"] = index
             if not trial["ok"] and index > 0 and results and results[0]["ok"]:
                 if trial["input_shapes"] != results[0]["input_shapes"]:

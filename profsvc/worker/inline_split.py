@@ -692,8 +692,11 @@ class _Halves:
         if _DEVICE_STORAGE.search(code):
             if _TYPE_DEFINITION.match(code):
                 return _Piece(text, code, start, "device_type", names=_declared_names(code, 0, len(code)))
-            if _is_variable(code):
-                return _Piece(text, code, start, "device_variable", names={_variable_name(code)})
+            if _is_variable(code) and not _TEMPLATE.match(code):
+                try:
+                    return _Piece(text, code, start, "device_variable", names={_variable_name(code)})
+                except _Unfollowable:
+                    pass  # a name this scanner cannot read ([[attributes]] first): only device code can use it
             return _Piece(text, code, start, "cuda")
         if _TORCH.search(code):
             return _Piece(text, code, start, "host")
@@ -746,7 +749,7 @@ class _Halves:
             place = "both" if piece.names & host_names else "cuda"
         elif place == "device_variable":
             name = next(iter(piece.names))
-            if name in host_names:
+            if name in host_names and self._host_code_names(name):
                 # cudaMemcpyToSymbol(g, ...) needs the variable's host shadow, which only nvcc's unit has.
                 raise _Unfollowable(f"host code names the device variable {name}", piece.start + _lead(piece.code))
             place = "cuda"
@@ -759,6 +762,11 @@ class _Halves:
         if place == "host":
             return _blank(piece.text), piece.text if piece.host_text is None else piece.host_text
         return piece.text, piece.text
+
+    def _host_code_names(self, name: str) -> bool:
+        """Whether the host part's own code names `name` itself (not a member or a qualified name of that name)."""
+        pattern = re.compile(rf"(?<!\.)(?<!->)(?<!::)\b{re.escape(name)}\b")
+        return any(p.place == "host" and pattern.search(p.code) for p in self.pieces)
 
     def _scope_place(self, piece: _Piece, host_names: set[str]) -> str:
         device = _DEVICE_STORAGE.search(piece.code) or "<<<" in piece.code

@@ -22,6 +22,11 @@ from profsvc.worker.stats import ratio_interval, summarize
 FRESH_INPUT_LIMIT_BYTES = 64 << 20
 INPUT_SETS = 4
 KERNEL_RECORD_CALLS = 20
+# The marker after a recorded call: torch's spin kernel (ATen/cuda/Sleep.cu).
+MARKER_KERNEL = "spin_kernel"
+# How far past the marker's start a kernel of another stream may end before it counts as left running: CUPTI's
+# records of kernels that follow each other may overlap by a little (pytorch/kineto#136).
+LEFT_RUNNING_SLACK_NS = 1_000
 
 
 def _tensor_bytes(inputs: list[Any], torch: Any) -> int:
@@ -59,30 +64,43 @@ def kernel_records(model: Any, inputs: list[Any], calls: int, torch: Any) -> dic
     }
 
 
-def launched_kernels(model: Any, inputs: list[Any], torch: Any) -> tuple[list[str], list[str]]:
+def launched_kernels(
+    model: Any, inputs: list[Any], torch: Any, marker: Callable[[int], None]
+) -> tuple[list[str], list[str]]:
     """The names of the kernels one call launched (CUPTI kernel records), and of those it left running.
 
-    Left running: still running when a kernel the harness queued on the current stream right after the call
-    began (GPU timestamps of one clock). Work the call joined to its stream, or waited for, ends before that
-    kernel starts; work on a stream it never joined may not, and would run outside any timing of the call.
+    Left running: on another stream than the current one and still running when a kernel the harness queued on
+    the current stream right after the call began (GPU timestamps of one clock), or launched after it. Work the
+    call joined to its stream, or waited for, ends before that kernel starts; work on a stream it never joined
+    may not, and would run outside any timing of the call. `marker`: torch's spin kernel launcher
+    (`torch._C._cuda_sleep`), taken before the candidate's module was imported.
     """
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         model(*inputs)
-        torch.cuda._sleep(1)  # the marker: launched last, on the current stream
+        marker(1)  # a spin kernel of one cycle on the current stream, launched last
         torch.cuda.synchronize()
     kernels = sorted((e for e in prof.profiler.kineto_results.events() if _is_kernel(e, torch)), key=_launch_order)
-    if not kernels:
-        return [], []
-    *called, marker = kernels
-    left = [e.name() for e in called if e.start_ns() + e.duration_ns() > marker.start_ns()]
-    return [e.name() for e in called], left
+    spins = [e for e in kernels if MARKER_KERNEL in e.name()]
+    if not spins:
+        return [e.name() for e in kernels], []
+    called = [e for e in kernels if e is not spins[-1]]
+    return [e.name() for e in called], [e.name() for e in called if left_running(e, spins[-1])]
 
 
 def _launch_order(event: Any) -> int:
     return event.correlation_id()
+
+
+def left_running(kernel: Any, marker: Any) -> bool:
+    """Whether `kernel` ran past the marker's start on a stream of its own, or was launched after the marker."""
+    if kernel.correlation_id() > marker.correlation_id():
+        return True
+    if kernel.device_resource_id() == marker.device_resource_id() or marker.start_ns() <= 0:
+        return False  # stream order holds it before the marker; a marker without a timestamp proves nothing
+    return kernel.start_ns() + kernel.duration_ns() > marker.start_ns() + LEFT_RUNNING_SLACK_NS
 
 
 def _per_call(kernels: list[Any], calls: int) -> list[float]:

@@ -9,8 +9,9 @@ arrives that way), and exits. One process per job, as for a cold start: user
 code never shares a process with another job.
 
 A worker under ncu warms up in two steps. ncu's first profiled kernel in a
-process costs about 0.65 s more than the next (tools/gpu_overhead.py), so the
-worker profiles one kernel of its own before its job; but kernels profiled by
+process costs more than the next (0.65 s one at a time, tools/gpu_overhead.py;
+more in an agent's loop, below), so the worker profiles one kernel of its own
+before its job; but kernels profiled by
 two ncu processes on one GPU wait for each other, so it does that only when the
 server says the GPU is free: it writes DIR/loaded, waits for the line
 {"prime": true}, profiles its kernel, and only then writes DIR/ready. A job

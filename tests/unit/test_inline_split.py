@@ -499,3 +499,21 @@ def test_the_cuda_part_of_the_new_forms_compiles_with_nvcc(tmp_path):
     )
     result = _nvcc(tmp_path, _split(source).cuda)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # A member of the host code's own that shares the device variable's name.
+        "struct Options { float scale; };\n__constant__ float scale;\n__global__ void k(float* y) { y[0] = scale; }\n"
+        + _host_function("Options o{2.0f};\n  (void)o.scale;\n  k<<<1, 1>>>(x.data_ptr<float>());"),
+        # A device variable behind an attribute, and a variable template: device code alone uses them.
+        "[[maybe_unused]] __device__ int g;\n__global__ void k() { g = 1; }\n" + _host_function("k<<<1, 1>>>();"),
+        "template <typename T> __device__ T zero = T(0);\n__global__ void k(float* y) { y[0] = zero<float>; }\n"
+        + _host_function("k<<<1, 1>>>(x.data_ptr<float>());"),
+    ],
+    ids=["member_of_the_same_name", "attribute_first", "variable_template"],
+)
+def test_device_variables_only_device_code_uses_still_split(source):
+    split = split_source(TORCH + source)
+    assert not isinstance(split, Declined), split.text()

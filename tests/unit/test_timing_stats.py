@@ -1,12 +1,15 @@
-"""Pure pieces of the agent's tools: statistics, shape jitter, trial seeds."""
+"""Pure pieces of the agent's tools: statistics, shape jitter, trial seeds, work left running."""
 
 from __future__ import annotations
 
 import statistics
 
+import pytest
+
 from profsvc.worker.correctness import trial_seed
 from profsvc.worker.shapes import ShapeJitter
 from profsvc.worker.stats import median_interval, percentile, ratio_interval, summarize
+from profsvc.worker.timing import left_running
 
 
 def test_summary_statistics():
@@ -47,3 +50,49 @@ def test_shape_jitter_is_nominal_then_deterministic_and_aligned():
     assert len(set(first)) > 1
     jitter.nominal()
     assert jitter.jitter_int(12) == 12
+
+
+class _Record:
+    """A CUPTI kernel record as kineto gives it: launch order, stream, GPU start and duration in ns."""
+
+    def __init__(self, correlation: int, stream: int, start: int, duration: int) -> None:
+        self._values = (correlation, stream, start, duration)
+
+    def correlation_id(self) -> int:
+        return self._values[0]
+
+    def device_resource_id(self) -> int:
+        return self._values[1]
+
+    def start_ns(self) -> int:
+        return self._values[2]
+
+    def duration_ns(self) -> int:
+        return self._values[3]
+
+
+# The marker: launched as call 10 on stream 7, started at t = 100 us.
+MARKER = _Record(10, 7, 100_000, 1_000)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "left"),
+    [
+        # On the marker's own stream: stream order holds it before the marker, whatever CUPTI's stamps say.
+        (_Record(3, 7, 50_000, 60_000), False),
+        # On another stream, over before the marker started (a joined stream, or one it waited for).
+        (_Record(3, 9, 50_000, 40_000), False),
+        # On another stream, ending 0.5 us after the marker's start: within CUPTI's overlap of adjacent records.
+        (_Record(3, 9, 60_000, 40_500), False),
+        # On another stream, still running 50 us after the marker started: left running.
+        (_Record(3, 9, 60_000, 90_000), True),
+        # Launched after the marker (another thread, once the call had returned): left running wherever it ran.
+        (_Record(11, 7, 120_000, 1_000), True),
+    ],
+)
+def test_a_kernel_counts_as_left_running_only_past_the_marker_on_a_stream_of_its_own(kernel, left):
+    assert left_running(kernel, MARKER) is left
+
+
+def test_a_marker_without_a_timestamp_proves_nothing():
+    assert not left_running(_Record(3, 9, 60_000, 90_000), _Record(10, 7, 0, 0))
