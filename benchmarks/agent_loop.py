@@ -91,7 +91,10 @@ def bench_alternate(server: Server, rounds: int, results: dict[str, Any], key: s
         for i in range(rounds):
             seconds, result = timed(lambda: client.evaluate(source, skip_profile=True))
             evaluates.append(seconds)
-            log(f"{key} {i + 1}/{rounds}: evaluate {seconds:.2f} s correct={result.correctness.ok}")
+            log(
+                f"{key} {i + 1}/{rounds}: evaluate {seconds:.2f} s correct={result.correctness.ok}"
+                f" timings={result.timings}"
+            )
             seconds, result = timed(lambda: client.profile(source))
             profiles.append(seconds)
             log(f"{key} {i + 1}/{rounds}: profile {seconds:.2f} s ok={result.ok} timings={result.timings}")
