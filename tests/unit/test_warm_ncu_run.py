@@ -23,7 +23,7 @@ from profsvc.scheduler.profiling import _run_ncu
 from profsvc.scheduler.scheduler import Job, Scheduler
 from profsvc.server import app
 from profsvc.telemetry import Telemetry
-from profsvc.worker.warm import WARM_PROFILER
+from profsvc.worker.warm import READY, WARM_PROFILER
 from profsvc_client import cli
 from profsvc_contract.models import ClockControl, GpuInfo, NcuRun, ProfileResult, SourceKind
 from tests.conftest import FIXTURES
@@ -152,3 +152,43 @@ def test_the_profile_report_states_the_clock_control():
     assert "ncu 2025.3.1, clock control base, 2.0 s" in base
     # A result that states none (an older server's) says nothing of it.
     assert "clock control" not in render_text(ProfileResult(ncu=NcuRun(**ran)))
+
+
+@pytest.mark.parametrize("primed", [True, False])
+def test_a_warm_worker_numbers_the_jobs_kernels_from_one_primed_or_not(tmp_path, monkeypatch, primed):
+    # ncu numbers a process's profiled kernels from 0: a primed worker's own kernel was its 0 (printed before the
+    # job was handed over), so the job's first is 1; a worker that took the job unprimed profiles it as 0. Either
+    # way the job sees its kernels numbered from 1, and no more passes than the launches it asked for, although
+    # the worker's ncu counts one launch more for its own kernel.
+    scheduler = _scheduler(tmp_path, gpus=1)
+    monkeypatch.setattr(scheduler.standby, "kinds", lambda: ["ncu-gpu0"])
+    source = SourceSpec(kind=SourceKind.PYTHON_PROBLEM, main_name="p.py", main_text="")
+    options = profile_ncu_options(
+        ProfileSpec(source=source), tmp_path / "report.ncu-rep", [MEASURED_INCLUDE], scheduler.config.limits
+    )
+    first = 1 if primed else 0
+    # The job launches more kernels than it may profile: ncu stops at its count, one more than the job's.
+    lines = [
+        f'==PROF== Profiling "k{i}" - {first + i}: 0%....50%....100% - {20 + i} passes\n'
+        for i in range(options.launch_count + 1 - first)
+    ]
+
+    @contextlib.asynccontextmanager
+    async def run(
+        kind: str, make_argv: Callable[[Path], list[str]], *, on_stdout: Callable[[str], None], **_: object
+    ) -> AsyncIterator[tuple[ProcessResult, Path]]:
+        cell = tmp_path / "cell"
+        cell.mkdir(exist_ok=True)
+        if primed:
+            (cell / READY).write_text("1")
+        argv = make_argv(cell)
+        for line in lines:
+            on_stdout(line)
+        yield ProcessResult(tuple(argv), 0, "".join(lines), "", 0.1, False), cell
+
+    monkeypatch.setattr(scheduler.cells, "run", run)
+    target = RunTarget(argv=lambda cell: ["python", "-m", "profsvc.worker.harness"], files={}, readonly=[], warm=True)
+    events = []
+    outcome = asyncio.run(_run_ncu(scheduler, Job("j", tmp_path, None, {}), 0, options, target, events.append))
+    assert [e.kernel_index for e in events][:2] == [1, 2]
+    assert outcome.passes == [20 + i for i in range(options.launch_count)]
