@@ -16,6 +16,9 @@ wheels=(
   # clusters (profsvc batch --cluster)
   dask==2026.8.0 distributed==2026.8.0 partd==1.4.2 locket==1.0.0 tblib==3.2.2 zict==3.0.0 tornado==6.6.1
   bokeh==3.10.2 xyzservices==2026.9.1
+  # what dask, distributed and bokeh require beyond the image's torch, typer and matplotlib (their metadata's
+  # Requires-Dist): carried whether or not the image has them, as it lists none of them
+  cloudpickle==3.1.3 msgpack==1.2.4 psutil==7.2.2 pyyaml==6.0.4 sortedcontainers==2.4.0 toolz==1.2.0 narwhals==2.29.0
 )
 platforms=()
 for n in 39 35 34 31 28 27 24 17 5; do platforms+=(--platform "manylinux_2_${n}_x86_64"); done
