@@ -4,9 +4,9 @@
 # one stage, keeping every log under $OUT (or ./gpu-out). Stages, each a few minutes on an H200:
 #   a    GPU tests: profiling end to end, archetypes and hints, GPU faults; the jail's attack suite
 #   b    GPU tests: the agent's tools, verdicts; the seed's -lineinfo report; the soak (SOAK_REQUESTS, 200); the batch
-#   static  GPU tests: static-check policies in evaluate, the corpus's honest look-alikes; evaluate over the
-#           corpus's runtime-only gaming (tests/staticcheck_corpus/runtime), one JSON result per file
-#   runtime  only the evaluation over the runtime-only gaming
+#   static  GPU tests: static-check policies in evaluate, the corpus's honest look-alikes, the corpus's runtime-only
+#           gaming (tests/staticcheck_corpus/runtime) failing evaluate by its guard
+#   runtime  evaluate over the runtime-only gaming through one served server, one JSON result per file
 #   inputs  GPU tests: published problems in a batch, Python programs (Triton, torch, the ones that profile
 #           nothing), NVTX domains; the report of examples/programs/nvtx_domains.py (a fixture to commit)
 #   cpu  the CPU suite on the GPU host's Python
@@ -72,7 +72,6 @@ case "$stage" in
     ;;
   static)
     gpu_tests tests/gpu/test_static_policy_gpu.py "$@"
-    runtime_corpus
     ;;
   runtime)
     runtime_corpus
