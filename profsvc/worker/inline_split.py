@@ -544,6 +544,11 @@ def _top_spans(code: str, start: int, end: int) -> list[tuple[int, int]]:
     return [(s, e) for s, e in spans if code[s:e].strip()]
 
 
+def _qualified(code: str, at: int) -> bool:
+    """Whether the name at `at` follows `.`, `->` or `::`: a member or a qualified name, not a top-level one."""
+    return code[:at].rstrip().endswith((".", "->", "::"))
+
+
 def _blank(text: str) -> str:
     """As many newlines as the text spans: keeps every later line where it was."""
     return "\n" * text.count("\n")
@@ -673,7 +678,7 @@ class _Halves:
         code, out, position, addressed = _mask(body), [], 0, []
         for match in re.finditer(r"(&\s*)?\b([A-Za-z_]\w*)\b", code):
             name = match.group(2)
-            if name not in self.kernel_names or code[: match.start()].rstrip().endswith((".", "->", "::")):
+            if name not in self.kernel_names or _qualified(code, match.start()):
                 continue
             kernel = self.kernels.get(name)
             if code[match.end() :].lstrip().startswith("<") or (kernel is not None and kernel.template is not None):
@@ -765,8 +770,13 @@ class _Halves:
 
     def _host_code_names(self, name: str) -> bool:
         """Whether the host part's own code names `name` itself (not a member or a qualified name of that name)."""
-        pattern = re.compile(rf"(?<!\.)(?<!->)(?<!::)\b{re.escape(name)}\b")
-        return any(p.place == "host" and pattern.search(p.code) for p in self.pieces)
+        pattern = re.compile(rf"\b{re.escape(name)}\b")
+        return any(
+            not _qualified(p.code, match.start())
+            for p in self.pieces
+            if p.place == "host"
+            for match in pattern.finditer(p.code)
+        )
 
     def _scope_place(self, piece: _Piece, host_names: set[str]) -> str:
         device = _DEVICE_STORAGE.search(piece.code) or "<<<" in piece.code
