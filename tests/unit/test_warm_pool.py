@@ -312,6 +312,37 @@ def _fifo_directory(tmp_path: Path) -> Path:
     return directory
 
 
+def _waiting_worker(
+    directory: Path, server_pid: int, prime: Callable[[], None] | None = None, until: str = ""
+) -> tuple[threading.Thread, list[object]]:
+    """wait_for_job in a thread (its argv, or what it raised, lands in the list), once `until` is in `directory`.
+
+    In a thread: a worker that never returned would wait forever (a failure, not a hung run)."""
+    outcome: list[object] = []
+
+    def worker() -> None:
+        try:
+            outcome.append(wait_for_job(directory, server_pid, lambda: None, prime=prime))
+        except BaseException as error:  # reported by the callers' assertions
+            outcome.append(error)
+
+    thread = threading.Thread(target=worker, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while until and not (directory / until).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return thread, outcome
+
+
+def _send(directory: Path, *messages: object) -> None:
+    """The lines to a waiting worker, in one write."""
+    writer = os.open(directory / CHANNEL, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        os.write(writer, "".join(json.dumps(m) + "\n" for m in messages).encode())
+    finally:
+        os.close(writer)
+
+
 def test_wait_for_job_warms_says_ready_then_takes_a_job_written_in_pieces(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "stdin", sys.stdin)  # wait_for_job replaces it: restored after the test
@@ -373,17 +404,7 @@ def test_wait_for_job_exits_when_the_server_is_gone(tmp_path, monkeypatch):
     directory = _fifo_directory(tmp_path)
     dead = subprocess.Popen(["true"])
     dead.wait()
-    outcome: list[BaseException | list[str]] = []
-
-    def worker() -> None:
-        try:
-            outcome.append(wait_for_job(directory, dead.pid, lambda: None))
-        except BaseException as error:
-            outcome.append(error)
-
-    # In a thread: a worker that missed the server's exit would wait forever (a failure, not a hung run).
-    thread = threading.Thread(target=worker, daemon=True)
-    thread.start()
+    thread, outcome = _waiting_worker(directory, dead.pid)
     thread.join(5)
     assert not thread.is_alive(), "still waiting for a job after the server exited"
     assert len(outcome) == 1 and isinstance(outcome[0], SystemExit)
@@ -395,19 +416,7 @@ def test_wait_for_job_exits_when_its_directory_is_removed(tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(worker_standby, "LIFELINE_S", 0.05)
     directory = _fifo_directory(tmp_path)
-    outcome: list[BaseException | list[str]] = []
-
-    def worker() -> None:
-        try:
-            outcome.append(wait_for_job(directory, os.getpid(), lambda: None))
-        except BaseException as error:
-            outcome.append(error)
-
-    thread = threading.Thread(target=worker, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not (directory / READY).exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    thread, outcome = _waiting_worker(directory, os.getpid(), until=READY)
     shutil.rmtree(directory)  # what discard() does, beside the kill
     thread.join(5)
     assert not thread.is_alive(), "still waiting for a job in a removed directory"
@@ -712,29 +721,12 @@ def test_wait_for_job_with_prime_says_loaded_and_primes_only_when_told(tmp_path,
     monkeypatch.setattr(sys, "stdin", sys.stdin)
     directory = _fifo_directory(tmp_path)
     primed: list[bool] = []
-    outcome: list[object] = []
-
-    def worker() -> None:
-        try:
-            outcome.append(wait_for_job(directory, os.getpid(), lambda: None, prime=lambda: primed.append(True)))
-        except BaseException as error:
-            outcome.append(error)
-
-    thread = threading.Thread(target=worker, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not (directory / LOADED).exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    thread, outcome = _waiting_worker(directory, os.getpid(), prime=lambda: primed.append(True), until=LOADED)
     time.sleep(0.3)
     assert (directory / LOADED).exists()
     assert primed == [] and not (directory / READY).exists()  # loaded, waiting for the word
-    job = {"argv": ["a"], "cwd": str(tmp_path)}
-    writer = os.open(directory / CHANNEL, os.O_WRONLY | os.O_NONBLOCK)
-    try:
-        # Both lines in one write: the second is kept for after the priming.
-        os.write(writer, (json.dumps(PRIME) + "\n" + json.dumps(job) + "\n").encode())
-    finally:
-        os.close(writer)
+    # Both lines in one write: the second is kept for after the priming.
+    _send(directory, PRIME, {"argv": ["a"], "cwd": str(tmp_path)})
     thread.join(10)
     assert outcome == [["a"]]
     assert primed == [True]
@@ -746,24 +738,8 @@ def test_wait_for_job_runs_a_job_that_comes_before_the_prime_unprimed(tmp_path, 
     monkeypatch.setattr(sys, "stdin", sys.stdin)
     directory = _fifo_directory(tmp_path)
     primed: list[bool] = []
-    outcome: list[object] = []
-
-    def worker() -> None:
-        try:
-            outcome.append(wait_for_job(directory, os.getpid(), lambda: None, prime=lambda: primed.append(True)))
-        except BaseException as error:
-            outcome.append(error)
-
-    thread = threading.Thread(target=worker, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not (directory / LOADED).exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    writer = os.open(directory / CHANNEL, os.O_WRONLY | os.O_NONBLOCK)
-    try:
-        os.write(writer, (json.dumps({"argv": ["b"], "cwd": str(tmp_path), "stdin": "s"}) + "\n").encode())
-    finally:
-        os.close(writer)
+    thread, outcome = _waiting_worker(directory, os.getpid(), prime=lambda: primed.append(True), until=LOADED)
+    _send(directory, {"argv": ["b"], "cwd": str(tmp_path), "stdin": "s"})
     thread.join(10)
     assert outcome == [["b"]]
     assert primed == [] and not (directory / READY).exists()
