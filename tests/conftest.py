@@ -33,9 +33,14 @@ SLOW_FOLDERS = ("integration", "security")
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tests = Path(__file__).parent
+    # The GPU suite (`pytest -m gpu`, wherever its tests sit) runs only where an NVIDIA GPU and ncu are present.
+    no_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU with ncu (run this suite on a GPU host)")
+    gpu_here = bool(shutil.which("nvidia-smi") and shutil.which("ncu"))
     for item in items:
         if item.path.relative_to(tests).parts[0] in SLOW_FOLDERS:
             item.add_marker(pytest.mark.slow)
+        if "gpu" in item.keywords and not gpu_here:
+            item.add_marker(no_gpu)
 
 
 @pytest.fixture(scope="session")

@@ -264,6 +264,80 @@ def test_a_jailed_process_has_no_capabilities_and_no_new_privileges(jailed):
         assert "uid=0" not in text, text
 
 
+# The attacks again, from the measured call of a profile: inside ncu's jail, while counters are read. Killing its
+# own parent here only ends its own job (ncu), so the server's reach is probed by its pid instead.
+UNDER_NCU = """
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+class ModelNew(Model):
+    def forward(self, x):
+        y = x * 2
+        torch.cuda.synchronize()
+        attack()
+        return y
+
+
+def get_inputs():
+    return [torch.ones(1 << 20, device="cuda")]
+
+
+def get_init_inputs():
+    return []
+
+
+def attack():
+{attack}
+"""
+
+
+@pytest.mark.gpu
+def test_attacks_under_ncu_all_fail_and_the_server_profiles_on(jailed):
+    from tests.faults.problems import GOOD, source
+
+    target, config, token_file, host_socket = jailed
+    body = ATTACK.replace(
+        'attempt("kill_parent", lambda: os.kill(os.getppid(), signal.SIGKILL) or "sent")\n'
+        'attempt("kill_everyone", kill_everyone)\n',
+        'attempt("signal_server", lambda: os.kill(SERVER_PID, 0) or "visible")\n'
+        'attempt("under_ncu", lambda: "CUDA_INJECTION64_PATH" in os.environ)\n',
+    )
+    assert "signal_server" in body
+    text = UNDER_NCU.format(attack="\n".join("    " + line for line in body.splitlines()))
+    for name, value in {
+        "CACHE": str(config.cache_dir),
+        "STATE": str(config.state_dir),
+        "TOKEN_FILE": str(token_file),
+        "HOST_SOCKET": str(host_socket),
+        "PORT": target.rsplit(":", 1)[1],
+        "DAEMON_SECONDS": DAEMON_SECONDS,
+        "SERVER_PID": os.getpid(),
+    }.items():
+        text = f"{name} = {value!r}\n" + text
+    with ProfilerClient(target, token=SECRET, timeout=900) as client:
+        attacked = client.profile(KernelSource(main=SourceFile(name="attack_ncu.py", content=text.encode())))
+        assert not attacked.ok and attacked.error is not None
+        match = re.search(r"ATTACK (\{.*\})", attacked.error.message)
+        assert match, attacked.error.message
+        record = json.loads(match.group(1))
+        assert record["under_ncu"] == "True", record
+        assert not {name: got for name, got in record.items() if SECRET in got}, record
+        for name in ("token_file", "shadow", "server_environ", "write_etc", "write_state", "write_cache"):
+            assert record[name].startswith("blocked"), (name, record[name])
+        for name in ("setns", "unshare", "host_unix_socket", "server_port", "signal_server"):
+            assert record[name].startswith("blocked"), (name, record[name])
+        assert record["other_jobs"] in ("[]", "blocked"), record["other_jobs"]
+        assert record["poison_cache"].startswith("blocked") or "no library" in record["poison_cache"]
+        good = client.profile(source(*GOOD[:2]))
+        assert good.ok and good.kernels[0].name == "affine_kernel", good.error
+    assert not _sleepers(), _sleepers()
+
+
 @pytest.fixture(autouse=True)
 def _no_sleepers_left():
     yield
