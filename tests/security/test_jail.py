@@ -15,6 +15,8 @@ import signal
 import socket
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,8 @@ from profsvc.config import Limits, Security, ServerConfig
 from profsvc.server.app import EmbeddedServer
 from profsvc_client.client import ProfilerClient
 from profsvc_contract.models import KernelSource, SourceFile
+from tests.faults.problems import GOOD
+from tests.faults.problems import source as problem_source
 
 pytest.importorskip("torch", reason="the compile step imports the module with PyTorch (the CPU build will do)")
 
@@ -146,10 +150,9 @@ assert _ext.answer() == 42, _ext.answer()
 """
 
 
-@pytest.fixture(scope="module")
-def jailed(tmp_path_factory):
+@contextmanager
+def _served_jailed(root: Path, limits: Limits) -> Iterator[tuple[str, ServerConfig, Path, Path]]:
     """A server with a token whose file lies under a tree every jail mounts (the repository), a host socket."""
-    root = tmp_path_factory.mktemp("jail")
     inside_tree = Path(__file__).resolve().parent / f".token-{uuid.uuid4().hex}"
     inside_tree.write_text(SECRET)
     host_socket = root / "host.sock"
@@ -159,7 +162,7 @@ def jailed(tmp_path_factory):
     config = ServerConfig(
         state_dir=root / "state",
         security=Security(tokens={"tester": SECRET}, token_file=inside_tree),
-        limits=Limits(job_tasks=256),
+        limits=limits,
     )
     embedded = EmbeddedServer(config)
     target = embedded.start()
@@ -169,6 +172,12 @@ def jailed(tmp_path_factory):
         embedded.stop()
         listener.close()
         inside_tree.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def jailed(tmp_path_factory):
+    with _served_jailed(tmp_path_factory.mktemp("jail"), Limits(job_tasks=256)) as served:
+        yield served
 
 
 # The names the server looks for before it runs anything: the attack runs at import, after them.
@@ -266,6 +275,7 @@ def test_a_jailed_process_has_no_capabilities_and_no_new_privileges(jailed):
 
 # The attacks again, from the measured call of a profile: inside ncu's jail, while counters are read. Killing its
 # own parent here only ends its own job (ncu), so the server's reach is probed by its pid instead.
+UNDER_NCU_LIMIT_S = 150.0
 UNDER_NCU = """
 import torch
 
@@ -297,10 +307,15 @@ def attack():
 
 
 @pytest.mark.gpu
-def test_attacks_under_ncu_all_fail_and_the_server_profiles_on(jailed):
-    from tests.faults.problems import GOOD, source
+def test_attacks_under_ncu_all_fail_and_the_server_profiles_on(tmp_path):
+    # A job limit the test can outlast: a profile held to it (a process of the job that ncu waits for) fails.
+    limits = Limits(job_tasks=256, job_timeout_s=UNDER_NCU_LIMIT_S)
+    with _served_jailed(tmp_path, limits) as (target, config, token_file, host_socket):
+        _attack_under_ncu(target, config, token_file, host_socket)
+    assert not _sleepers(), _sleepers()
 
-    target, config, token_file, host_socket = jailed
+
+def _attack_under_ncu(target: str, config: ServerConfig, token_file: Path, host_socket: Path) -> None:
     body = ATTACK.replace(
         'attempt("kill_parent", lambda: os.kill(os.getppid(), signal.SIGKILL) or "sent")\n'
         'attempt("kill_everyone", kill_everyone)\n',
@@ -320,7 +335,10 @@ def test_attacks_under_ncu_all_fail_and_the_server_profiles_on(jailed):
     }.items():
         text = f"{name} = {value!r}\n" + text
     with ProfilerClient(target, token=SECRET, timeout=900) as client:
+        start = time.monotonic()
         attacked = client.profile(KernelSource(main=SourceFile(name="attack_ncu.py", content=text.encode())))
+        held = time.monotonic() - start
+        assert held < UNDER_NCU_LIMIT_S, f"the attacked profile was held to the job limit ({held:.0f} s)"
         assert not attacked.ok and attacked.error.kind, attacked.error
         match = re.search(r"ATTACK (\{.*\})", attacked.error.message)
         assert match, attacked.error.message
@@ -333,9 +351,8 @@ def test_attacks_under_ncu_all_fail_and_the_server_profiles_on(jailed):
             assert record[name].startswith("blocked"), (name, record[name])
         assert record["other_jobs"] in ("[]", "blocked"), record["other_jobs"]
         assert record["poison_cache"].startswith("blocked") or "no library" in record["poison_cache"]
-        good = client.profile(source(*GOOD[:2]))
+        good = client.profile(problem_source(*GOOD[:2]))
         assert good.ok and good.kernels[0].name == "affine_kernel", good.error
-    assert not _sleepers(), _sleepers()
 
 
 @pytest.fixture(autouse=True)
