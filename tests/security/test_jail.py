@@ -355,6 +355,23 @@ def _attack_under_ncu(target: str, config: ServerConfig, token_file: Path, host_
         assert good.ok and good.kernels[0].name == "affine_kernel", good.error
 
 
+def test_a_daemon_ends_with_its_job_on_a_host_without_the_jail(tmp_path):
+    # No PID namespace to end it here: the worker itself takes the daemon in and ends it (worker/descendants.py).
+    daemon = (
+        "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+        f"        os.execvp('sleep', ['sleep', {DAEMON_SECONDS!r}])\n    os._exit(0)\ntime.sleep(0.5)\n"
+    )
+    embedded = EmbeddedServer(ServerConfig(state_dir=tmp_path / "state", jail="off"))
+    try:
+        with ProfilerClient(embedded.start(), timeout=600) as client:
+            result = client.compile(_source("daemon.py", daemon))
+            assert result.ok, result.diagnostics
+            assert not _sleepers(), "the daemon outlived its job"
+            assert client.compile(_source("benign4.py", BENIGN)).ok
+    finally:
+        embedded.stop()
+
+
 @pytest.fixture(autouse=True)
 def _no_sleepers_left():
     yield
