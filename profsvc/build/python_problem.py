@@ -79,6 +79,7 @@ class HarnessStatus:
     @classmethod
     def read(cls, path: Path, *, returncode: int, timed_out: bool, output: str) -> HarnessStatus:
         """Parse the status file; a worker that died before writing it is reported from its exit."""
+        tail = "\n".join(output.strip().splitlines()[-20:])
         if path.is_file():
             status = cls._parse(path.read_text(errors="replace"))
             if status is not None:
@@ -88,12 +89,12 @@ class HarnessStatus:
                 stage="running",
                 kind="worker_exit",
                 message="the worker's status file is not one the harness wrote (did the job overwrite it?)",
+                detail=tail,  # a worker killed while writing it leaves half a file: what it printed says more
             )
         if timed_out:
             return cls(
                 ok=False, stage="running", kind="timeout", message="the job ran past its time limit and was killed"
             )
-        tail = "\n".join(output.strip().splitlines()[-20:])
         died = signal_name(returncode)
         return cls(
             ok=False,

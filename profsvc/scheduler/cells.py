@@ -27,6 +27,14 @@ from profsvc.scheduler.warm_pool import StandbyGone, StandbyPool, StandbySpec, t
 from profsvc.telemetry import add_timing
 
 MakeArgv = Callable[[Path], list[str]]
+# The first process of every job process (profsvc/worker/supervise.py, run as a file: it imports nothing of the
+# package): it ends whatever the job's code left running once the job's worker has exited.
+SUPERVISOR = Path(__file__).resolve().parents[1] / "worker" / "supervise.py"
+
+
+def supervised(python: str, argv: Sequence[str]) -> list[str]:
+    """`argv` below the supervisor; under ncu, ncu's target is the supervisor."""
+    return [python, "-S", str(SUPERVISOR), "--", *argv]
 
 
 class Cells:
@@ -38,10 +46,12 @@ class Cells:
         jail: Jail | None,
         standby: StandbyPool,
         *,
+        python: str,
         cuda_arch: str,
         base_handlers: Mapping[str, Handler],
     ) -> None:
         self.root = root
+        self.python = python
         self.jail = jail
         self.standby = standby
         self.cuda_arch = cuda_arch
@@ -148,7 +158,7 @@ class Cells:
         channel = ServerChannel({**self.base_handlers, **(handlers or {})})
         try:
             self.put(cell, files)
-            argv = make_argv(cell)
+            argv = supervised(self.python, make_argv(cell))
             argv = fresh(argv, cell) if fresh is not None else argv
             env = {**self.environment(cell, gpu, extra_env), **channel.environment()}
             launch = self.launch(argv, cell, gpu=gpu is not None, readonly=readonly, pass_fds=[channel.child_fd])

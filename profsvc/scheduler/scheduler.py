@@ -30,7 +30,7 @@ from profsvc.ncu.command import ncu_command
 from profsvc.proc import ProcessResult
 from profsvc.report.html import warm_up_html
 from profsvc.scheduler.artifacts import Workspaces
-from profsvc.scheduler.cells import Cells
+from profsvc.scheduler.cells import Cells, supervised
 from profsvc.scheduler.compiled import CompiledSources
 from profsvc.scheduler.jobs import ProgressSink, SourceSpec
 from profsvc.scheduler.ncu_options import warm_ncu_options
@@ -107,6 +107,7 @@ class Scheduler:
             config.state_dir / "cells",
             jail,
             self.standby,
+            python=config.python,
             cuda_arch=config.cuda_arch or host.default_arch,
             base_handlers={"build": self.builds.handle},
         )
@@ -187,7 +188,8 @@ class Scheduler:
         # A jailed worker cannot see the server's pid (its own PID namespace): 0 turns that lifeline off; the
         # jail dies with the server instead.
         server = 0 if self.jail is not None else os.getpid()
-        return [self.config.python, "-m", module, "--standby", str(directory), "--server-pid", str(server)]
+        argv = [self.config.python, "-m", module, "--standby", str(directory), "--server-pid", str(server)]
+        return supervised(self.config.python, argv)
 
     def _spec(
         self, module: str, gpu: int | None, *, readonly: list[Path] | None = None, extra: dict[str, str] | None = None

@@ -28,7 +28,6 @@ from typing import Any, NoReturn
 from profsvc.metrics.nvtx import MEASURED_RANGE, PROFILER_WARMUP_RANGE, PROFSVC_DOMAIN
 from profsvc.worker.candidate import serve_judge
 from profsvc.worker.control import ControlChannel
-from profsvc.worker.descendants import adopt_orphans, end_descendants
 from profsvc.worker.exchange import to_device
 from profsvc.worker.faults import fault_kind, says_no_gpu
 from profsvc.worker.inline_cache import InlineRecorder, install
@@ -233,7 +232,6 @@ def _prime() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the worker process (or a warm worker: `--standby DIR --server-pid PID`)."""
-    adopt_orphans()
     argv = job_argv(argv, warm=warm_gpu, prime=_prime)
     parser = argparse.ArgumentParser(description="profsvc worker harness")
     parser.add_argument("--main", required=True, help="problem (or candidate) module")
@@ -265,7 +263,6 @@ def main(argv: list[str] | None = None) -> int:
                 status["kind"] = "import_error"
     status["builds"] = recorder.as_dicts()
     Path(args.status).write_text(json.dumps(status))
-    end_descendants()
     code = 0 if status["ok"] else 1
     if args.mode != "profile":
         exit_without_teardown(code)

@@ -30,7 +30,6 @@ from typing import Any
 from profsvc.worker.benchmark import run_benchmark
 from profsvc.worker.control import ControlChannel
 from profsvc.worker.correctness import CandidateCall, OwnKernels, flatten, run_correctness
-from profsvc.worker.descendants import adopt_orphans, end_descendants
 from profsvc.worker.exchange import load, save, to_device
 from profsvc.worker.faults import fault_kind
 from profsvc.worker.harness import exit_without_teardown, warm_gpu
@@ -202,7 +201,6 @@ def judge(args: argparse.Namespace, status: dict[str, Any], candidate: Candidate
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point (see the module's text)."""
-    adopt_orphans()
     argv = job_argv(argv, warm=warm_gpu)
     parser = argparse.ArgumentParser(description="profsvc judge")
     parser.add_argument("--reference", required=True, help="module holding Model, get_inputs, get_init_inputs")
@@ -255,7 +253,6 @@ def main(argv: list[str] | None = None) -> int:
                 with contextlib.suppress(ConnectionError, OSError):
                     candidate.exit()
     Path(args.status).write_text(json.dumps(status))
-    end_descendants()
     exit_without_teardown(0 if status["ok"] else 1)
 
 

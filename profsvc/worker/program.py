@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from profsvc.worker.control import ControlChannel
-from profsvc.worker.descendants import adopt_orphans, end_descendants
 from profsvc.worker.inline_cache import InlineRecorder, install
 from profsvc.worker.nvtx_seen import RangesSeen, watch
 
@@ -35,7 +34,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("program")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
-    adopt_orphans()
     program = Path(args.program)
     recorder = InlineRecorder()
     status: dict[str, Any] = {"ok": False, "stage": "running"}
@@ -77,7 +75,6 @@ def main(argv: list[str] | None = None) -> int:
     status["nvtx_ranges"] = seen.names
     status["builds"] = recorder.as_dicts()
     Path(args.status).write_text(json.dumps(status))
-    end_descendants()
     return code
 
 

@@ -31,6 +31,8 @@ from tests.faults.problems import source as problem_source
 pytest.importorskip("torch", reason="the compile step imports the module with PyTorch (the CPU build will do)")
 
 SECRET = f"token-{uuid.uuid4().hex}"
+# In the server's environment alone: a job's own (and its supervisor's) is made for it.
+SERVER_ONLY = f"server-only-{uuid.uuid4().hex}"
 DAEMON_SECONDS = "987.6543"
 ATTACK = r"""
 import ctypes, glob, json, os, signal, socket, time
@@ -116,9 +118,12 @@ attempt("setns", setns)
 attempt("unshare", lambda: os.unshare(os.CLONE_NEWUSER) or "unshared")
 attempt("host_unix_socket", unix_socket)
 attempt("server_port", tcp)
+attempt("daemon", daemon)
+# Last: killing its parent (the job's supervisor) or everyone it sees may end this very job, so the record goes
+# out first.
+print("ATTACK " + json.dumps(found), flush=True)
 attempt("kill_parent", lambda: os.kill(os.getppid(), signal.SIGKILL) or "sent")
 attempt("kill_everyone", kill_everyone)
-attempt("daemon", daemon)
 raise RuntimeError("ATTACK " + json.dumps(found))
 """
 BENIGN = r"""
@@ -164,6 +169,7 @@ def _served_jailed(root: Path, limits: Limits) -> Iterator[tuple[str, ServerConf
         security=Security(tokens={"tester": SECRET}, token_file=inside_tree),
         limits=limits,
     )
+    os.environ["PROFSVC_TEST_SERVER_ONLY"] = SERVER_ONLY
     embedded = EmbeddedServer(config)
     target = embedded.start()
     try:
@@ -172,6 +178,7 @@ def _served_jailed(root: Path, limits: Limits) -> Iterator[tuple[str, ServerConf
         embedded.stop()
         listener.close()
         inside_tree.unlink(missing_ok=True)
+        os.environ.pop("PROFSVC_TEST_SERVER_ONLY", None)
 
 
 @pytest.fixture(scope="module")
@@ -226,8 +233,9 @@ def test_attacks_from_inside_a_job_all_fail_and_the_server_answers_on(jailed):
         record = _attack_record(attacked)
         leaked = {name: got for name, got in record.items() if SECRET in got}
         assert not leaked, leaked
-        for name in ("token_file", "shadow", "server_environ", "write_etc", "write_state", "write_cache"):
+        for name in ("token_file", "shadow", "write_etc", "write_state", "write_cache"):
             assert record[name].startswith("blocked"), (name, record[name])
+        assert SERVER_ONLY not in record["server_environ"], record["server_environ"]
         assert record["setns"].startswith("blocked") and record["unshare"].startswith("blocked"), record
         assert record["host_unix_socket"].startswith("blocked") and record["server_port"].startswith("blocked")
         assert record["other_jobs"] in ("[]", "blocked"), record["other_jobs"]
@@ -317,10 +325,14 @@ def test_attacks_under_ncu_all_fail_and_the_server_profiles_on(tmp_path):
 
 def _attack_under_ncu(target: str, config: ServerConfig, token_file: Path, host_socket: Path) -> None:
     body = ATTACK.replace(
-        'attempt("kill_parent", lambda: os.kill(os.getppid(), signal.SIGKILL) or "sent")\n'
-        'attempt("kill_everyone", kill_everyone)\n',
+        'attempt("daemon", daemon)\n',
+        'attempt("daemon", daemon)\n'
         'attempt("signal_server", lambda: os.kill(SERVER_PID, 0) or "visible")\n'
         'attempt("under_ncu", lambda: "CUDA_INJECTION64_PATH" in os.environ)\n',
+    ).replace(
+        'attempt("kill_parent", lambda: os.kill(os.getppid(), signal.SIGKILL) or "sent")\n'
+        'attempt("kill_everyone", kill_everyone)\n',
+        "",
     )
     assert "signal_server" in body
     text = UNDER_NCU.format(attack="\n".join("    " + line for line in body.splitlines()))
@@ -345,8 +357,9 @@ def _attack_under_ncu(target: str, config: ServerConfig, token_file: Path, host_
         record = json.loads(match.group(1))
         assert record["under_ncu"] == "True", record
         assert not {name: got for name, got in record.items() if SECRET in got}, record
-        for name in ("token_file", "shadow", "server_environ", "write_etc", "write_state", "write_cache"):
+        for name in ("token_file", "shadow", "write_etc", "write_state", "write_cache"):
             assert record[name].startswith("blocked"), (name, record[name])
+        assert SERVER_ONLY not in record["server_environ"], record["server_environ"]
         for name in ("setns", "unshare", "host_unix_socket", "server_port", "signal_server"):
             assert record[name].startswith("blocked"), (name, record[name])
         assert record["other_jobs"] in ("[]", "blocked"), record["other_jobs"]
