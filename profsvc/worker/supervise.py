@@ -21,7 +21,10 @@ from contextlib import suppress
 
 # <linux/prctl.h>
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
+# Python ignores these at its start and exec keeps that: the worker gets them back as any program starts.
+RESTORED = (signal.SIGPIPE, signal.SIGXFSZ)
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # How long the processes left below may take to die (SIGKILL lands at once; a process in the kernel's
 # uninterruptible sleep ends when it leaves it).
@@ -86,7 +89,9 @@ def _exit_as(status: int) -> None:
     """End this process as the worker ended: its exit status, or its signal."""
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
+        with suppress(OSError, ValueError):  # SIGKILL's action cannot be set, nor needs to be
+            signal.signal(sig, signal.SIG_DFL)
+        _prctl(PR_SET_DUMPABLE, 0)  # the worker dumped its core where the host keeps them: not a second one
         os.kill(os.getpid(), sig)
         os._exit(128 + sig)
     os._exit(os.WEXITSTATUS(status))
@@ -104,6 +109,8 @@ def main(argv: list[str]) -> None:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # this process killed outright: the worker goes with it
         if os.getppid() != parent:
             os._exit(1)
+        for sig in RESTORED:
+            signal.signal(sig, signal.SIG_DFL)
         try:
             os.execvp(command[0], command)
         except OSError as error:
@@ -117,6 +124,8 @@ def main(argv: list[str]) -> None:
     for sig in FORWARDED:
         signal.signal(sig, forward)
     status = _wait_for(worker)
+    for sig in FORWARDED:  # the worker's pid is no longer its own
+        signal.signal(sig, signal.SIG_IGN)
     end_children()
     _exit_as(status)
 

@@ -84,8 +84,22 @@ def test_without_the_supervisor_the_daemon_outlives_the_worker(marker):
 def test_a_worker_that_ends_by_os_exit_or_a_signal_still_leaves_nothing(marker):
     done = _run(DAEMON + "os._exit(7)\n", marker)
     assert done.returncode == 7 and not _sleepers(marker)
-    done = _run(DAEMON + "import signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", marker)
-    assert done.returncode == -signal.SIGSEGV and not _sleepers(marker)
+    for sig in (signal.SIGSEGV, signal.SIGKILL):  # a fault; the memory limit's kill
+        done = _run(DAEMON + f"os.kill(os.getpid(), {int(sig)})\n", marker, capture_output=True, text=True)
+        assert done.returncode == -sig and not done.stderr and not _sleepers(marker), (sig, done.stderr)
+
+
+def test_the_worker_starts_with_the_signals_python_ignores_restored():
+    # Python ignores SIGPIPE and SIGXFSZ and exec keeps that: `yes | head` would say "Broken pipe".
+    done = subprocess.run(
+        supervised(sys.executable, ["sh", "-c", "grep SigIgn /proc/$$/status; yes | head -1"]),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    ignored = int(done.stdout.split()[1], 16)
+    assert not ignored & (1 << (signal.SIGPIPE - 1)) and not ignored & (1 << (signal.SIGXFSZ - 1)), done.stdout
+    assert done.stdout.split()[2] == "y" and "Broken pipe" not in done.stderr, done
 
 
 def test_a_pool_left_open_shuts_down_as_python_does_it(marker):
