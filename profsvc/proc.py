@@ -74,9 +74,9 @@ def _tail(data: bytes) -> str:
     return data[-OUTPUT_LIMIT:].decode("utf-8", errors="replace")
 
 
-def _session_members(session: int) -> list[int]:
-    """The pids of every process in the session (Linux /proc; none where it cannot be read)."""
-    members = []
+def _processes() -> list[tuple[int, int, int]]:
+    """(pid, parent pid, session) of every process (Linux /proc; none where it cannot be read)."""
+    found = []
     with contextlib.suppress(OSError):
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit():
@@ -84,17 +84,33 @@ def _session_members(session: int) -> list[int]:
             with contextlib.suppress(OSError, IndexError, ValueError):
                 # Fields after the command name: state, ppid, pgrp, session.
                 fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
-                if int(fields[3]) == session:
-                    members.append(int(entry.name))
-    return members
+                found.append((int(entry.name), int(fields[1]), int(fields[3])))
+    return found
+
+
+def _doomed(pid: int) -> list[int]:
+    """The processes the child's end takes with it: its session's, and every process below it. A job's supervisor
+    (profsvc/worker/supervise.py) keeps what the job's code started below it, a daemon in a session of its own too;
+    listed before the kill, since once the supervisor is gone they move up to init."""
+    processes = _processes()
+    doomed = {member for member, _, session in processes if session == pid}
+    frontier = [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [member for member, ppid, _ in processes if ppid == parent and member not in doomed]
+        doomed.update(children)
+        frontier += children
+    doomed.discard(pid)
+    return sorted(doomed)
 
 
 def _kill_group(pid: int) -> None:
-    """Kill the child's process group, and whatever of its session moved to a group of its own (a profiler's
-    target process may)."""
+    """Kill the child's process group, and whatever of its session or below it is elsewhere (a profiler's target
+    process may move to a group of its own; a job's daemon to a session of its own)."""
+    doomed = _doomed(pid)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-    for member in _session_members(pid):
+    for member in doomed:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(member, signal.SIGKILL)
 

@@ -385,6 +385,23 @@ def test_a_daemon_ends_with_its_job_on_a_host_without_the_jail(tmp_path):
         embedded.stop()
 
 
+def test_a_daemon_ends_with_a_job_killed_at_its_limit_on_a_host_without_the_jail(tmp_path):
+    # The server's kill takes the supervisor too: what lies below it is listed first and killed with it.
+    daemon = (
+        "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+        f"        os.execvp('sleep', ['sleep', {DAEMON_SECONDS!r}])\n    os._exit(0)\ntime.sleep(600)\n"
+    )
+    config = ServerConfig(state_dir=tmp_path / "state", jail="off", limits=Limits(compile_timeout_s=8))
+    embedded = EmbeddedServer(config)
+    try:
+        with ProfilerClient(embedded.start(), timeout=600) as client:
+            result = client.compile(_source("stuck.py", daemon))
+            assert not result.ok and "time limit" in result.diagnostics[0].message, result.diagnostics
+            assert not _sleepers(), "the daemon outlived its job"
+    finally:
+        embedded.stop()
+
+
 @pytest.fixture(autouse=True)
 def _no_sleepers_left():
     yield
