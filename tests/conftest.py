@@ -55,6 +55,18 @@ def nvcc() -> str:
 needs_nvcc = pytest.mark.usefixtures("nvcc")
 
 
+def processes_with(text: str) -> list[int]:
+    """The pids of every process whose command line holds `text` (a daemon a test's job started, found by it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and text in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

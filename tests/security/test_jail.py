@@ -25,6 +25,7 @@ from profsvc.config import Limits, Security, ServerConfig
 from profsvc.server.app import EmbeddedServer
 from profsvc_client.client import ProfilerClient
 from profsvc_contract.models import KernelSource, SourceFile
+from tests.conftest import processes_with
 from tests.faults.problems import GOOD
 from tests.faults.problems import source as problem_source
 
@@ -203,14 +204,7 @@ def _attack_record(result) -> dict[str, str]:
 
 
 def _sleepers() -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and DAEMON_SECONDS in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
+    return processes_with(DAEMON_SECONDS)
 
 
 def test_attacks_from_inside_a_job_all_fail_and_the_server_answers_on(jailed):

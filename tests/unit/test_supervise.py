@@ -14,11 +14,11 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
 from profsvc.scheduler.cells import SUPERVISOR, supervised
+from tests.conftest import processes_with
 
 DAEMON = """
 import os, sys
@@ -38,22 +38,11 @@ def _marker() -> str:
     return f"{uuid.uuid4().int % 10**6}.75"  # a sleep's seconds no other process has
 
 
-def _sleepers(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
 @pytest.fixture
 def marker():
     seconds = _marker()
     yield seconds
-    for pid in _sleepers(seconds):
+    for pid in processes_with(seconds):
         os.kill(pid, signal.SIGKILL)
 
 
@@ -71,22 +60,22 @@ def test_the_supervisor_is_a_file_the_server_starts_without_the_package():
 def test_a_daemon_the_worker_forked_ends_with_it_and_the_exit_is_the_workers(marker):
     done = _run(DAEMON + "sys.exit(3)\n", marker, capture_output=True)
     assert done.returncode == 3, done.stderr
-    assert not _sleepers(marker)
+    assert not processes_with(marker)
 
 
 def test_without_the_supervisor_the_daemon_outlives_the_worker(marker):
     # The reason for it: the same worker run directly leaves its daemon behind.
     worker = f"SECONDS = {marker!r}\n" + DAEMON
     subprocess.run([sys.executable, "-c", worker], timeout=60, check=True)
-    assert len(_sleepers(marker)) == 1
+    assert len(processes_with(marker)) == 1
 
 
 def test_a_worker_that_ends_by_os_exit_or_a_signal_still_leaves_nothing(marker):
     done = _run(DAEMON + "os._exit(7)\n", marker)
-    assert done.returncode == 7 and not _sleepers(marker)
+    assert done.returncode == 7 and not processes_with(marker)
     for sig in (signal.SIGSEGV, signal.SIGKILL):  # a fault; the memory limit's kill
         done = _run(DAEMON + f"os.kill(os.getpid(), {int(sig)})\n", marker, capture_output=True, text=True)
-        assert done.returncode == -sig and not done.stderr and not _sleepers(marker), (sig, done.stderr)
+        assert done.returncode == -sig and not done.stderr and not processes_with(marker), (sig, done.stderr)
 
 
 def test_the_worker_starts_with_the_signals_python_ignores_restored():
@@ -108,7 +97,7 @@ def test_a_pool_left_open_shuts_down_as_python_does_it(marker):
     start = time.monotonic()
     done = _run(DAEMON + code, marker, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert time.monotonic() - start < 30 and not _sleepers(marker)
+    assert time.monotonic() - start < 30 and not processes_with(marker)
 
 
 def test_stdin_and_the_output_pass_through():

@@ -716,12 +716,18 @@ def test_a_waiting_worker_exits_once_its_server_is_gone(tmp_path, echo):
 # --------------------------------------------------------------------------- two-step warm-up (workers under ncu)
 
 
-def test_wait_for_job_with_prime_says_loaded_and_primes_only_when_told(tmp_path, monkeypatch):
+def _loaded_worker(tmp_path: Path, monkeypatch) -> tuple[Path, list[bool], threading.Thread, list[object]]:
+    """A worker under ncu in a thread, once it said loaded: its directory, its primes, the thread, its outcome."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "stdin", sys.stdin)
+    monkeypatch.setattr(sys, "stdin", sys.stdin)  # wait_for_job replaces it: restored after the test
     directory = _fifo_directory(tmp_path)
     primed: list[bool] = []
     thread, outcome = _waiting_worker(directory, os.getpid(), prime=lambda: primed.append(True), until=LOADED)
+    return directory, primed, thread, outcome
+
+
+def test_wait_for_job_with_prime_says_loaded_and_primes_only_when_told(tmp_path, monkeypatch):
+    directory, primed, thread, outcome = _loaded_worker(tmp_path, monkeypatch)
     time.sleep(0.3)
     assert (directory / LOADED).exists()
     assert primed == [] and not (directory / READY).exists()  # loaded, waiting for the word
@@ -734,11 +740,7 @@ def test_wait_for_job_with_prime_says_loaded_and_primes_only_when_told(tmp_path,
 
 
 def test_wait_for_job_runs_a_job_that_comes_before_the_prime_unprimed(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "stdin", sys.stdin)
-    directory = _fifo_directory(tmp_path)
-    primed: list[bool] = []
-    thread, outcome = _waiting_worker(directory, os.getpid(), prime=lambda: primed.append(True), until=LOADED)
+    directory, primed, thread, outcome = _loaded_worker(tmp_path, monkeypatch)
     _send(directory, {"argv": ["b"], "cwd": str(tmp_path), "stdin": "s"})
     thread.join(10)
     assert outcome == [["b"]]
