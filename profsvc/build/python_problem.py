@@ -18,8 +18,13 @@ CPP_PREFIX_LINES = 1
 LOG_LIMIT = 64 * 1024
 
 
-# The phases the worker harness times (profsvc/worker/harness.py); the server exports only these.
-HARNESS_PHASES = ("load", "prebuild", "correctness", "benchmark", "first_call", "warmup", "measured_call")
+# The phases the worker harness and the judge time; the server exports only these.
+HARNESS_PHASES = (
+    *("load", "prebuild", "first_call", "warmup", "measured_call"),
+    # The judge's (profsvc.worker.judge): its set-up, its checks, its side of the exchange with the candidate's
+    # process (tensors written and read, with their copies) and its waits for that process's answers.
+    *("setup", "correctness", "benchmark", "exchange", "candidate_wait"),
+)
 
 
 @dataclass

@@ -83,7 +83,7 @@ def located(error: BaseException, user_files: set[str], main_file: str) -> dict[
 
 
 @contextmanager
-def _phase(status: dict[str, Any], name: str) -> Iterator[None]:
+def phase(status: dict[str, Any], name: str) -> Iterator[None]:
     """Time one phase of the job into status["phases"] (seconds; names in build.python_problem.HARNESS_PHASES)."""
     start = time.monotonic()
     try:
@@ -132,7 +132,7 @@ def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecord
         status["ok"] = True
         return
     status["stage"] = "compiling"
-    with _phase(status, "load"):
+    with phase(status, "load"):
         try:
             problem = load_problem(main, reference, candidate_needed=args.target == "candidate")
         except Exception as error:
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecord
     if args.mode == "compile":
         # No GPU here: extensions the module builds lazily (on its first call) are built now where their
         # arguments are known statically, so the GPU job finds them in the cache.
-        with _phase(status, "prebuild"):
+        with phase(status, "prebuild"):
             prebuilt = prebuild(sys.modules[main.stem])
         if prebuilt.without_cuda:
             # An OK with nothing built would read as "the CUDA code compiles": say what was not checked.
@@ -176,17 +176,17 @@ def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecord
             status.setdefault("warnings", []).append(
                 "get_inputs() returned CPU tensors: they were moved to the GPU before the measured call"
             )
-        with _phase(status, "first_call"):
+        with phase(status, "first_call"):
             # The first call also runs lazy load_inline builds; their errors are told apart by message.
             model(*inputs)
             torch.cuda.synchronize()
-        with _phase(status, "warmup"):
+        with phase(status, "warmup"):
             for _ in range(args.warmup):
                 model(*inputs)
             torch.cuda.synchronize()
         # Under ncu this call holds every replay pass of the kernels in the range. The range is in profsvc's own
         # domain: no range the user's code opens, whatever its name, is taken for it.
-        with _phase(status, "measured_call"):
+        with phase(status, "measured_call"):
             nvtx.push_range(args.range, domain=PROFSVC_DOMAIN)
             model(*inputs)
             nvtx.pop_range(domain=PROFSVC_DOMAIN)

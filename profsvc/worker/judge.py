@@ -24,6 +24,8 @@ import contextlib
 import hashlib
 import json
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,7 @@ from profsvc.worker.control import ControlChannel
 from profsvc.worker.correctness import CandidateCall, OwnKernels, flatten, run_correctness
 from profsvc.worker.exchange import load, save, to_device
 from profsvc.worker.faults import fault_kind
-from profsvc.worker.harness import exit_without_teardown, warm_gpu
+from profsvc.worker.harness import exit_without_teardown, phase, warm_gpu
 from profsvc.worker.inline_cache import InlineRecorder, install
 from profsvc.worker.precision import DEFAULT_PRECISION, PRECISIONS, cast_values
 from profsvc.worker.problem import ProblemError, load_reference
@@ -87,13 +89,25 @@ class CandidateProcess:
         self.cell = cell
         self.torch = torch
         self._serial = 0
+        # Phases of the judge's status: tensors written and read for the other process (with their host and
+        # device copies), and the waits for its answers (its own reading, writing and running).
+        self.seconds = {"exchange": 0.0, "candidate_wait": 0.0}
+
+    @contextlib.contextmanager
+    def _timed(self, part: str) -> Iterator[None]:
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[part] += time.monotonic() - start
 
     def _name(self, stem: str) -> str:
         self._serial += 1
         return f"{stem}-{self._serial}.pt"
 
     def _ask(self, command: dict[str, Any], files: list[str]) -> tuple[dict[str, Any], list[str]]:
-        reply = self.channel.request("candidate", command=command, files=files)
+        with self._timed("candidate_wait"):
+            reply = self.channel.request("candidate", command=command, files=files)
         if reply.get("gone"):
             raise CandidateGone(reply)
         result = reply.get("result")
@@ -106,14 +120,16 @@ class CandidateProcess:
 
     def _send(self, stem: str, value: Any) -> str:
         name = self._name(stem)
-        save(self.cell / name, value, self.torch)
+        with self._timed("exchange"):
+            save(self.cell / name, value, self.torch)
         return name
 
     def _receive(self, name: str, files: list[str]) -> Any:
         if name not in files:
             raise CandidateFailed({"kind": "worker_exit", "message": "the candidate's process sent no outputs"})
         try:
-            return load(self.cell / name, self.torch)
+            with self._timed("exchange"):
+                return load(self.cell / name, self.torch)
         except Exception as error:  # anything it wrote that is not plain tensors is refused
             message = f"the candidate's process sent outputs that are not plain tensors ({type(error).__name__})"
             raise CandidateFailed({"kind": "runtime_error", "message": message}) from error
@@ -135,9 +151,12 @@ class CandidateProcess:
         if not isinstance(returned, dict) or not isinstance(returned.get("outputs"), list):
             raise CandidateFailed({"kind": "runtime_error", "message": "the candidate's process sent no outputs"})
         kernels, left = result.get("kernels", []), result.get("left_running", [])
+        with self._timed("exchange"):
+            outputs = [to_device(v, torch) for v in returned["outputs"]]
+            inputs = [to_device(v, torch) for v in returned.get("inputs", [])]
         return CandidateCall(
-            outputs=[to_device(v, torch) for v in returned["outputs"]],
-            inputs=[to_device(v, torch) for v in returned.get("inputs", [])],
+            outputs=outputs,
+            inputs=inputs,
             aliases=str(result.get("aliases", "")),
             kernels=[str(k) for k in kernels] if isinstance(kernels, list) else [],
             left_running=[str(k) for k in left] if isinstance(left, list) else [],
@@ -157,7 +176,9 @@ class CandidateProcess:
         outputs = returned.get("outputs") if isinstance(returned, dict) else None
         if not isinstance(outputs, list):
             raise CandidateFailed({"kind": "runtime_error", "message": "the candidate's process sent no outputs"})
-        return flatten([to_device(v, self.torch) for v in outputs], self.torch)
+        with self._timed("exchange"):
+            on_device = [to_device(v, self.torch) for v in outputs]
+        return flatten(on_device, self.torch)
 
     def exit(self) -> None:
         """Tell its process the work is done."""
@@ -178,24 +199,29 @@ def judge(args: argparse.Namespace, status: dict[str, Any], candidate: Candidate
     builtins.popcorn_pri = JITTER  # type: ignore[attr-defined]
     builtins.profsvc_shapes = JITTER  # type: ignore[attr-defined]
     seed = int(json.loads(sys.stdin.readline())["seed"])
-    problem = load_reference(Path(args.reference))
     models_seed = init_seed(seed)
     precision = args.precision
-    JITTER.nominal()
     timed = (args.timed_calls, args.warmup, seed, torch, models_seed, precision)
+    with phase(status, "setup"):
+        problem = load_reference(Path(args.reference))
+        JITTER.nominal()
+        if not args.no_candidate:
+            candidate.init(cast_values(problem.get_init_inputs(), precision, torch), models_seed, precision)
     if args.no_candidate:
         # A published problem's reference, timed alone.
-        status["benchmark"] = run_benchmark(problem, None, *timed)
+        with phase(status, "benchmark"):
+            status["benchmark"] = run_benchmark(problem, None, *timed)
         status["ok"] = True
         return
-    candidate.init(cast_values(problem.get_init_inputs(), precision, torch), models_seed, precision)
     if args.mode in ("correctness", "evaluate"):
         own = _own_kernels(args.own_kernels)
-        status["correctness"] = run_correctness(
-            problem, candidate, args.trials, seed, torch, own, models_seed, precision
-        )
+        with phase(status, "correctness"):
+            status["correctness"] = run_correctness(
+                problem, candidate, args.trials, seed, torch, own, models_seed, precision
+            )
     if args.mode in ("benchmark", "evaluate"):
-        status["benchmark"] = run_benchmark(problem, candidate, *timed)
+        with phase(status, "benchmark"):
+            status["benchmark"] = run_benchmark(problem, candidate, *timed)
     status["ok"] = True
 
 
@@ -252,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
             if not gone:
                 with contextlib.suppress(ConnectionError, OSError):
                     candidate.exit()
+            status.setdefault("phases", {}).update(candidate.seconds)
     Path(args.status).write_text(json.dumps(status))
     exit_without_teardown(0 if status["ok"] else 1)
 

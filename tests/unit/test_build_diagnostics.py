@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from dataclasses import asdict
@@ -91,10 +92,10 @@ def test_harness_phases_the_server_exports_are_the_known_ones_with_plausible_tim
         assert HarnessStatus(ok=True, stage="running", phases=phases).phase_seconds() == {}  # type: ignore[arg-type]
 
 
-def test_every_phase_the_harness_times_is_a_known_phase():
-    from profsvc.worker import harness
-
-    timed = set(re.findall(r'_phase\(status, "(\w+)"\)', Path(harness.__file__).read_text()))
+@pytest.mark.parametrize("module", ["harness", "judge"])
+def test_every_phase_a_worker_times_is_a_known_phase(module: str):
+    worker = importlib.import_module(f"profsvc.worker.{module}")
+    timed = set(re.findall(r'\bphase\(status, "(\w+)"\)', Path(worker.__file__).read_text()))
     assert timed and timed <= set(HARNESS_PHASES)
 
 

@@ -1,0 +1,42 @@
+"""The judge's side of the exchange with the candidate's process, timed into its status (profsvc.worker.judge)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+from profsvc.build.python_problem import HARNESS_PHASES
+from profsvc.worker.control import ControlChannel
+from profsvc.worker.exchange import load
+from profsvc.worker.judge import CandidateProcess
+
+ANSWER_AFTER_S = 0.3
+
+
+def _server(end: socket.socket, cell: Path, seen: list[object]) -> None:
+    """The server's side of one request: read the tensors the judge named, answer after a while."""
+    request = json.loads(end.makefile("rb").readline())
+    seen.extend(load(cell / name, torch) for name in request["files"])
+    time.sleep(ANSWER_AFTER_S)
+    end.sendall(json.dumps({"result": {"ok": True}, "files": []}).encode() + b"\n")
+
+
+def test_the_judge_times_what_it_writes_for_the_candidate_and_its_wait_for_the_answer(tmp_path: Path):
+    ours, theirs = socket.socketpair()
+    seen: list[object] = []
+    server = threading.Thread(target=_server, args=(theirs, tmp_path, seen))
+    server.start()
+    candidate = CandidateProcess(ControlChannel(ours.detach()), tmp_path, torch)
+    weights = torch.arange(1 << 22, dtype=torch.float32)
+    candidate.init([weights], seed=1, precision="fp32")
+    server.join()
+    assert torch.equal(seen[0][0], weights)  # type: ignore[index]
+    # The wait holds the server's pause; the exchange, 16 MiB written, is its own part and not in the wait.
+    assert candidate.seconds["candidate_wait"] >= ANSWER_AFTER_S
+    assert 0 < candidate.seconds["exchange"] < candidate.seconds["candidate_wait"]
+    assert set(candidate.seconds) <= set(HARNESS_PHASES)
