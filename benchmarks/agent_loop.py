@@ -17,7 +17,9 @@ between calls. Each pattern is timed from the client's view, per call kind: p50,
   plain `ncu --set full` of the candidate (benchmarks/plain_harness.py).
 
 `--unjailed` serves without the jail; `--jail-cost` runs `alternate` on a jailed server and then on an unjailed one
-in the same run, for the jail's cost.
+in the same run, for the jail's cost. `--full-size` also evaluates (no profile) and profiles each problem of
+benchmarks/full_size, whose inputs are gigabytes as in KernelBench's published problems, beside the same evaluation
+KernelBench's way in a fresh process.
 
 The GPU patterns need a GPU host with ncu; `analyze` runs anywhere. Writes agent_loop.json and agent_loop.md.
 """
@@ -46,8 +48,24 @@ from bench_fastpath import Server, log  # noqa: E402 (the benchmarks share one s
 SEED = ROOT / "tests" / "fixtures" / "seed47.py"
 REPORT = ROOT / "tests" / "fixtures" / "seed47_full.ncu-rep"
 CORPUS = ROOT / "tests" / "corpus"
+FULL_SIZE = ROOT / "benchmarks" / "full_size"
 PATTERNS = ("alternate", "new_source", "clients", "analyze", "baseline")
 ANALYZE_CLIENTS = 64
+# What an agent harness without profsvc runs per candidate (argv: its folder, its module).
+KERNELBENCH_EVALUATION = """
+import sys, importlib, torch
+sys.path.insert(0, sys.argv[1]); m = importlib.import_module(sys.argv[2])
+torch.manual_seed(0); ref = m.Model(*m.get_init_inputs()).cuda(); torch.manual_seed(0)
+new = m.ModelNew(*m.get_init_inputs()).cuda()
+for t in range(5):
+    x = [a.cuda() for a in m.get_inputs()]
+    assert torch.allclose(new(*x), ref(*x), atol=1e-2, rtol=1e-2)
+x = [a.cuda() for a in m.get_inputs()]
+for model in (new, ref):
+    for _ in range(100):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(); model(*x); e.record(); torch.cuda.synchronize()
+"""
 
 
 def summary(samples: list[float]) -> dict[str, float | int]:
@@ -147,6 +165,34 @@ def bench_clients(server: Server, clients: int, results: dict[str, Any]) -> None
     }
 
 
+def bench_full_size(server: Server, work: Path, results: dict[str, Any]) -> None:
+    """Each problem of benchmarks/full_size (KernelBench's published sizes, inputs of gigabytes): evaluate without
+    profile and profile through the server, beside the same evaluation in a fresh process (the baseline)."""
+    from profsvc_client.client import ProfilerClient
+
+    rows: dict[str, dict[str, Any]] = {}
+    with ProfilerClient(server.target, timeout=900) as client:
+        for path in sorted(FULL_SIZE.glob("*.py")):
+            rows[path.name] = _full_size_problem(client, path, Path(tempfile.mkdtemp(dir=work)))
+            log(f"full size {path.name}: {json.dumps(rows[path.name])}")
+    results["full_size"] = rows
+
+
+def _full_size_problem(client: Any, path: Path, folder: Path) -> dict[str, Any]:
+    from profsvc_client.client import load_source
+
+    source = load_source(path)
+    row: dict[str, Any] = {"compile_s": timed(lambda: client.compile(source))[0]}
+    row["evaluate_s"], evaluation = timed(lambda: client.evaluate(source, skip_profile=True))
+    row["evaluate_ok"], row["evaluate_timings"] = evaluation.ok, evaluation.timings
+    row["evaluate_error"] = evaluation.correctness.error.message if evaluation.correctness.error else ""
+    row["profile_s"], profiled = timed(lambda: client.profile(source))
+    row["profile_ok"], row["profile_timings"] = profiled.ok, profiled.timings
+    shutil.copy(path, folder / path.name)
+    row["baseline_s"] = timed(lambda: fresh_evaluation(folder, folder / path.name, folder / "ext"))[0]
+    return row
+
+
 def bench_analyze(server: Server, rounds: int, results: dict[str, Any], key: str = "analyze") -> None:
     """The seed's report one at a time, then from 64 clients at once; stored under `key`."""
     from profsvc_client.client import ProfilerClient
@@ -178,26 +224,18 @@ def bench_analyze(server: Server, rounds: int, results: dict[str, Any], key: str
     )
 
 
+def fresh_evaluation(folder: Path, target: Path, extensions: Path) -> None:
+    """KernelBench's way, in a fresh process: import, build, 5 trials on fresh inputs, 100 timed calls each."""
+    env = {**_env(), "TORCH_EXTENSIONS_DIR": str(extensions)}
+    subprocess.run([sys.executable, "-c", KERNELBENCH_EVALUATION, str(folder), target.stem], check=True, env=env)
+
+
 def bench_baseline(work: Path, rounds: int, results: dict[str, Any]) -> None:
     """A fresh process per iteration, KernelBench-style, then plain ncu: what an agent pays without profsvc."""
     ncu = shutil.which("ncu")
     if ncu is None:
         results["errors"]["baseline"] = "no ncu on this host"
         return
-    snippet = (
-        "import sys, importlib, time, torch\n"
-        "sys.path.insert(0, sys.argv[1]); m = importlib.import_module(sys.argv[2])\n"
-        "torch.manual_seed(0); ref = m.Model(*m.get_init_inputs()).cuda(); torch.manual_seed(0)\n"
-        "new = m.ModelNew(*m.get_init_inputs()).cuda()\n"
-        "for t in range(5):\n"
-        "    x = [a.cuda() for a in m.get_inputs()]\n"
-        "    assert torch.allclose(new(*x), ref(*x), atol=1e-2, rtol=1e-2)\n"
-        "x = [a.cuda() for a in m.get_inputs()]\n"
-        "for model in (new, ref):\n"
-        "    for _ in range(100):\n"
-        "        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)\n"
-        "        s.record(); model(*x); e.record(); torch.cuda.synchronize()\n"
-    )
     iterations = []
     for i in range(rounds):
         folder = Path(tempfile.mkdtemp(dir=work))
@@ -205,7 +243,7 @@ def bench_baseline(work: Path, rounds: int, results: dict[str, Any]) -> None:
         target.write_text(SEED.read_text() + f"\n# iteration {i}\n")
         env = {"TORCH_EXTENSIONS_DIR": str(folder / "ext")}
         start = time.monotonic()
-        subprocess.run([sys.executable, "-c", snippet, str(folder), "candidate"], check=True, env={**_env(), **env})
+        fresh_evaluation(folder, target, folder / "ext")
         plain = [ncu, "--set", "full", "--nvtx", "--nvtx-include", "profsvc/", "-f", "-o", str(folder / "r")]
         subprocess.run(
             [*plain, sys.executable, str(ROOT / "benchmarks" / "plain_harness.py"), str(target)],
@@ -268,6 +306,12 @@ def table(results: dict[str, Any]) -> str:
                 f"The jail's cost, {call} p50: {jailed_p50:.2f} s jailed against {free_p50:.2f} s unjailed "
                 f"({100 * (jailed_p50 / free_p50 - 1):+.0f} %; target within 10 %)."
             )
+    for name, problem in results.get("full_size", {}).items():
+        lines.append(
+            f"Full size, {name}: evaluate {problem['evaluate_s']:.1f} s (ok={problem['evaluate_ok']}), profile "
+            f"{problem['profile_s']:.1f} s (ok={problem['profile_ok']}); the same evaluation in a fresh process "
+            f"{problem['baseline_s']:.1f} s."
+        )
     if before:
         lines.append(
             f"Analyze baseline (`--readers-per-caller 0`: a warm worker per report) under {before['clients']} "
@@ -302,6 +346,9 @@ def main() -> int:
     parser.add_argument(
         "--jail-cost", action="store_true", help="also run `alternate` on a server without the jail, the same run"
     )
+    parser.add_argument(
+        "--full-size", action="store_true", help="also evaluate and profile the problems of benchmarks/full_size"
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="agent-loop-"))
@@ -321,9 +368,10 @@ def main() -> int:
             "new_source": lambda: bench_new_source(server, max(3, args.rounds // 2), results),
             "clients": lambda: bench_clients(server, args.clients, results),
             "analyze": lambda: bench_analyze(server, args.rounds, results),
+            "full_size": lambda: bench_full_size(server, work, results),
         }
         for name, step in steps.items():
-            if name in args.skip:
+            if name in args.skip or (name == "full_size" and not args.full_size):
                 continue
             try:
                 step()
