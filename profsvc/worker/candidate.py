@@ -23,7 +23,7 @@ from typing import Any
 
 from profsvc.worker.control import ControlChannel
 from profsvc.worker.correctness import clone_inputs, flatten, outputs_alias_inputs, poison_allocator
-from profsvc.worker.exchange import load, save, to_device
+from profsvc.worker.exchange import save, take, to_device
 from profsvc.worker.faults import fault_kind
 from profsvc.worker.precision import cast_model
 from profsvc.worker.problem import load_candidate
@@ -46,7 +46,7 @@ class _Candidate:
     def init(self, command: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         torch = self.torch
         model_new = load_candidate(self.main)
-        init_inputs = load(self.cell / command["file"], torch)
+        init_inputs = take(self.cell / command["file"], torch)
         torch.manual_seed(int(command["seed"]))
         model = model_new(*init_inputs)
         if isinstance(model, torch.nn.Module):
@@ -57,7 +57,7 @@ class _Candidate:
 
     def call(self, command: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         torch = self.torch
-        inputs = to_device(load(self.cell / command["file"], torch), torch)
+        inputs = to_device(take(self.cell / command["file"], torch), torch)
         if command.get("poison"):
             poison_allocator(torch)
         kernels: list[str] = []
@@ -77,14 +77,14 @@ class _Candidate:
 
     def time(self, command: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         torch = self.torch
-        self.timed_sets = [to_device(load(self.cell / name, torch), torch) for name in command["files"]]
+        self.timed_sets = [to_device(take(self.cell / name, torch), torch) for name in command["files"]]
         with torch.no_grad():
             timing = time_model(self.model, self.timed_sets, int(command["warmup"]), int(command["trials"]), torch)
         return {"ok": True, "timing": timing}, []
 
     def refill(self, command: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         torch = self.torch
-        fresh = load(self.cell / command["file"], torch)
+        fresh = take(self.cell / command["file"], torch)
         buffers = self.timed_sets[0]
         for buffer, value in zip(buffers, fresh, strict=True):
             if isinstance(buffer, torch.Tensor):

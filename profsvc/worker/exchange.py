@@ -3,7 +3,8 @@
 The judge never runs the candidate's code and never loads anything that could:
 files from the candidate's process are read with torch's weights-only
 unpickler (tensors, numbers, strings, lists, tuples and dicts of them; no
-objects, no code).
+objects, no code). Each side removes a file once read: inputs of gigabytes
+come once per trial.
 """
 
 from __future__ import annotations
@@ -36,5 +37,16 @@ def save(path: Path, value: Any, torch: Any) -> None:
 
 
 def load(path: Path, torch: Any) -> Any:
-    """Read a value the other process wrote: weights-only, so no code it holds can run here."""
+    """Read a value the candidate's process wrote: weights-only, so no code it holds can run here; read whole,
+    not mapped, as that process could cut a mapped file short under the reader (a fault, not an error)."""
     return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def take(path: Path, torch: Any) -> Any:
+    """Read a value the judge wrote, and remove its file: mapped, not read, so a large input is copied once (to
+    the GPU) instead of twice, and left on disk no longer than its mapping (inputs of gigabytes come once per
+    trial). The judge never touches a file once it is handed over."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    finally:
+        path.unlink(missing_ok=True)
