@@ -17,9 +17,10 @@ between calls. Each pattern is timed from the client's view, per call kind: p50,
   plain `ncu --set full` of the candidate (benchmarks/plain_harness.py).
 
 `--unjailed` serves without the jail; `--jail-cost` runs `alternate` on a jailed server and then on an unjailed one
-in the same run, for the jail's cost. `--full-size` also evaluates (no profile) and profiles each problem of
-benchmarks/full_size, whose inputs are gigabytes as in KernelBench's published problems, beside the same evaluation
-KernelBench's way in a fresh process.
+in the same run, for the jail's cost. `--think S` runs `alternate` again with S seconds before each call, as an
+agent's model takes between its tool calls (4.7 to 15.3 s in a recorded trace of an agent on the seed problem).
+`--full-size` also evaluates (no profile) and profiles each problem of benchmarks/full_size, whose inputs are
+gigabytes as in KernelBench's published problems, beside the same evaluation KernelBench's way in a fresh process.
 
 The GPU patterns need a GPU host with ncu; `analyze` runs anywhere. Writes agent_loop.json and agent_loop.md.
 """
@@ -98,8 +99,11 @@ def changed(path: Path, tag: str) -> Any:
     return KernelSource(main=SourceFile(name=path.name, content=text))
 
 
-def bench_alternate(server: Server, rounds: int, results: dict[str, Any], key: str = "alternate") -> None:
-    """Evaluate (no profile) and profile of the seed, alternating, `rounds` pairs; stored under `key`."""
+def bench_alternate(
+    server: Server, rounds: int, results: dict[str, Any], key: str = "alternate", think: float = 0.0
+) -> None:
+    """Evaluate (no profile) and profile of the seed, alternating, `rounds` pairs; stored under `key`. `think`:
+    seconds between calls (an agent's model answering), none by default."""
     from profsvc_client.client import ProfilerClient, load_source
 
     source = load_source(SEED)
@@ -107,12 +111,14 @@ def bench_alternate(server: Server, rounds: int, results: dict[str, Any], key: s
     with ProfilerClient(server.target, timeout=300) as client:
         client.compile(source)  # the build is not this pattern's subject
         for i in range(rounds):
+            time.sleep(think)
             seconds, result = timed(lambda: client.evaluate(source, skip_profile=True))
             evaluates.append(seconds)
             log(
                 f"{key} {i + 1}/{rounds}: evaluate {seconds:.2f} s correct={result.correctness.ok}"
                 f" timings={result.timings}"
             )
+            time.sleep(think)
             seconds, result = timed(lambda: client.profile(source))
             profiles.append(seconds)
             log(f"{key} {i + 1}/{rounds}: profile {seconds:.2f} s ok={result.ok} timings={result.timings}")
@@ -278,6 +284,10 @@ def table(results: dict[str, Any]) -> str:
     clients, analyze = results.get("clients", {}), results.get("analyze", {})
     lines.append(row("alternate", "evaluate (no profile)", alternate.get("evaluate"), "p50 <= 1.0 s, p90 <= 1.5 p50"))
     lines.append(row("alternate", "profile", alternate.get("profile"), "p50 <= 2.0 s, p90 <= 1.5 p50"))
+    thinking = results.get("alternate_think", {})
+    for call in ("evaluate", "profile") if thinking else ():
+        pause = f"alternate, {results['think_s']:.1f} s before each call"
+        lines.append(row(pause, "evaluate (no profile)" if call == "evaluate" else call, thinking[call], ""))
     unjailed = results.get("alternate_unjailed", {})
     lines.append(row("alternate, unjailed", "evaluate (no profile)", unjailed.get("evaluate"), ""))
     lines.append(row("alternate, unjailed", "profile", unjailed.get("profile"), ""))
@@ -347,6 +357,12 @@ def main() -> int:
         "--jail-cost", action="store_true", help="also run `alternate` on a server without the jail, the same run"
     )
     parser.add_argument(
+        "--think",
+        type=float,
+        default=0.0,
+        help="also run `alternate` with this many seconds between calls (an agent's model answering)",
+    )
+    parser.add_argument(
         "--full-size", action="store_true", help="also evaluate and profile the problems of benchmarks/full_size"
     )
     args = parser.parse_args()
@@ -357,6 +373,7 @@ def main() -> int:
         "errors": {},
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "jailed": not args.unjailed,
+        "think_s": args.think,
     }
     jail = ("--unjailed",) if args.unjailed else ()
     server = Server(work, "served", warm=True, options=jail)
@@ -369,9 +386,14 @@ def main() -> int:
             "clients": lambda: bench_clients(server, args.clients, results),
             "analyze": lambda: bench_analyze(server, args.rounds, results),
             "full_size": lambda: bench_full_size(server, work, results),
+            "alternate_think": lambda: bench_alternate(server, args.rounds, results, "alternate_think", args.think),
         }
         for name, step in steps.items():
-            if name in args.skip or (name == "full_size" and not args.full_size):
+            if (
+                name in args.skip
+                or (name == "full_size" and not args.full_size)
+                or (name == "alternate_think" and not args.think)
+            ):
                 continue
             try:
                 step()
