@@ -276,6 +276,8 @@ class Scheduler:
             with self.telemetry.stage("gpu_wait"):
                 gpu = await self._free_gpus.get()
                 try:
+                    # A warm worker priming on this GPU stops: priming never delays a job (scheduler.warm_pool).
+                    self.standby.stop_priming(self._gpu_locks[gpu])
                     await self._gpu_locks[gpu].acquire()
                 except BaseException:
                     self._free_gpus.put_nowait(gpu)

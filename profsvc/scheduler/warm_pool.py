@@ -16,7 +16,9 @@ holds), and only the oldest worker. A job that takes a worker not primed yet
 runs on it at once, unprimed: priming then would cost the job all of the metric
 set's passes on the worker's own kernel besides ncu's first-kernel cost (1.9 to
 2.4 s on an H200 in an agent's loop), where its own first kernel pays only the
-latter (1.1 to 1.6 s there).
+latter (1.1 to 1.6 s there). And a job that comes for the GPU while a worker
+primes does not wait for the prime: the worker is killed and replaced
+(`stop_priming`), so priming never delays a job that has arrived.
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ class Standby:
         self.directory = directory
         self.primed = not two_steps
         self.channel = channel
+        # Killed during its prime because a job came for the GPU (StandbyPool.stop_priming).
+        self.stopped = False
 
     @property
     def ready(self) -> bool:
@@ -219,6 +223,8 @@ class StandbyPool:
         self._failed_starts: dict[str, int] = {}
         self._priming: dict[str, asyncio.Task[None]] = {}
         self._prime_again: set[str] = set()
+        # The worker priming under each GPU lock (stop_priming).
+        self._priming_under: dict[asyncio.Lock, Standby] = {}
 
     def keep(self, kind: str, spec: StandbySpec, depth: int = 1) -> None:
         """Keep `depth` warm workers of this kind from now on (more than one where jobs come faster than warm-ups)."""
@@ -303,11 +309,22 @@ class StandbyPool:
             await _until_idle(lock, PRIME_IDLE_S)
             async with lock:
                 if waiting and waiting[0] is task and not standby.primed:
-                    if not await standby.prime():
-                        # Killed, not discarded: the job that takes it logs why it failed, from its output.
-                        standby.process.kill()
-                    return
-            # A job took it meanwhile (and ran on it unprimed): go on with the next oldest.
+                    self._priming_under[lock] = standby
+                    try:
+                        primed = await standby.prime()
+                    finally:
+                        del self._priming_under[lock]
+                    if not standby.stopped:
+                        if not primed:
+                            # Killed, not discarded: the job that takes it logs why it failed, from its output.
+                            standby.process.kill()
+                        return
+                    # A job came for the GPU: a new worker in its place, and the next oldest primes later.
+                    if task in waiting:
+                        waiting.remove(task)
+                    standby.discard()
+                    self._refill(kind)
+            # A job took it meanwhile (and ran on it unprimed) or stopped its prime: go on with the next oldest.
 
     async def take(self, kind: str) -> Standby | None:
         """The kind's warm worker once ready (a replacement starts now); None: start a fresh process instead."""
@@ -356,6 +373,16 @@ class StandbyPool:
             del self._specs[kind]
             for task in self._current.pop(kind, collections.deque()):
                 task.add_done_callback(_discard_started)
+
+    def stop_priming(self, lock: asyncio.Lock) -> None:
+        """Called by a job about to wait for the GPU `lock` guards: a worker priming under it is killed, so the
+        lock is free as soon as it is gone. (No prime starts after: the pool takes a free lock only once it has
+        been free for PRIME_IDLE_S, and a job waiting for it takes it first.)"""
+        priming = self._priming_under.get(lock)
+        if priming is not None and not priming.stopped:
+            log.info("a job came for the GPU while a warm worker primed: the worker is replaced")
+            priming.stopped = True
+            priming.process.kill()
 
     @contextlib.asynccontextmanager
     async def paused(self, kind: str) -> AsyncIterator[None]:

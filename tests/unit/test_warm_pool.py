@@ -25,10 +25,14 @@ import pytest
 import profsvc.scheduler.warm_pool as scheduler_standby
 import profsvc.worker.warm as worker_standby
 from profsvc import proc
+from profsvc.config import ServerConfig
+from profsvc.host import HostInfo
 from profsvc.proc import ProcessResult, StartedProcess, run_process
+from profsvc.scheduler.scheduler import Job, Scheduler
 from profsvc.scheduler.warm_pool import MAX_FAILED_STARTS, PRIME_IDLE_S, Standby, StandbyGone, StandbyPool, StandbySpec
-from profsvc.telemetry import collect_timings
+from profsvc.telemetry import Telemetry, collect_timings
 from profsvc.worker.warm import CHANNEL, LOADED, PRIME, READY, WARM_PROFILER, split_standby_args, wait_for_job
+from profsvc_contract.models import GpuInfo
 from tests.conftest import FIXTURES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,6 +55,7 @@ def warm():
 def prime():
     # Stands for the kernel a worker under ncu profiles: when it ran, and whether the GPU lock was held then.
     (standby[0] / "primed").write_text(str(time.time()))
+    time.sleep(float(os.environ.get("ECHO_PRIME_S", "0")))
     if os.environ.get("ECHO_PRIME_EXIT"):
         print("==ERROR== priming failed", flush=True)
         sys.exit(int(os.environ["ECHO_PRIME_EXIT"]))
@@ -784,6 +789,51 @@ def test_the_pool_primes_only_the_oldest_worker_and_only_while_the_gpu_is_free(t
             assert sorted(p.parent.name.rsplit("-", 1)[1] for p in pool.root.glob("*/primed")) == ["1", "2"]
 
     asyncio.run(body())
+
+
+def test_a_job_that_comes_for_the_gpu_while_a_worker_primes_does_not_wait_for_the_prime(tmp_path, echo):
+    async def body():
+        lock = asyncio.Lock()
+        async with _pool(tmp_path / "standby") as (pool, _):
+            pool.keep("ncu", _gpu_lock_spec(echo, lock, ECHO_PRIME_S="60"), depth=2)
+            await _until(lambda: bool(list(pool.root.glob("*-1/primed"))), 60, "the oldest priming")
+            first = _pids(pool.root, "started")[next(pool.root.glob("*-1"))]
+            start = time.monotonic()
+            pool.stop_priming(lock)
+            await lock.acquire()
+            waited = time.monotonic() - start
+            try:
+                assert waited < 10, f"the job waited {waited:.1f} s for a prime of 60 s"
+                await _until(lambda: _gone(first), 10, "the priming worker killed")
+                assert not list(pool.root.glob("*-1")), "the stopped worker's directory is left"
+                await _until(lambda: bool(list(pool.root.glob("*-3"))), 30, "a replacement started")
+                await asyncio.sleep(PRIME_IDLE_S * 2)
+                assert not list(pool.root.glob("*-2/primed")), "primed while the job held the GPU"
+            finally:
+                lock.release()
+            # Once the job is done, the next oldest primes.
+            await _until(lambda: bool(list(pool.root.glob("*-2/primed"))), 30, "the next oldest priming")
+
+    asyncio.run(body())
+
+
+def test_a_job_leasing_the_gpu_does_not_wait_for_a_prime_on_it(tmp_path, echo):
+    host = HostInfo(gpus=[GpuInfo(index=0, name="NVIDIA H200", compute_capability="9.0", memory_bytes=1 << 30)])
+    scheduler = Scheduler(ServerConfig(state_dir=tmp_path / "state"), host, None, Telemetry())
+
+    async def body() -> float:
+        pool = scheduler.standby
+        try:
+            pool.keep("ncu-gpu0", _gpu_lock_spec(echo, scheduler._gpu_locks[0], ECHO_PRIME_S="60"))
+            await _until(lambda: bool(list(pool.root.glob("*-1/primed"))), 60, "the worker priming")
+            start = time.monotonic()
+            async with scheduler.gpu_lease(Job("job", tmp_path, None, {})) as gpu:
+                assert gpu == 0
+                return time.monotonic() - start
+        finally:
+            await pool.close()
+
+    assert asyncio.run(body()) < 10
 
 
 class _Clock:
