@@ -310,6 +310,7 @@ class StandbyPool:
             async with lock:
                 if waiting and waiting[0] is task and not standby.primed:
                     self._priming_under[lock] = standby
+                    log.info("priming a warm %s worker", kind)
                     try:
                         primed = await standby.prime()
                     finally:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +15,7 @@ from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE, in_profsvc_range
 from profsvc.metrics.reader import load_reader
 from profsvc_client.client import ProfilerClient, load_source
 from profsvc_contract.models import KernelFilter, KernelSource, ProfileResult, SourceFile, Stage
-from tests.conftest import FIXTURES, run_cli
+from tests.conftest import FIXTURES, free_port, run_cli, wait_healthy, wait_until
 
 pytestmark = pytest.mark.gpu
 EXAMPLES = FIXTURES.parent.parent / "examples"
@@ -131,3 +135,48 @@ def test_a_warm_workers_own_kernel_stays_out_of_the_result_and_adds_little_to_th
     assert "vga_linear_kernel" in actions[-1].name()
     # The seed's kernel alone makes a report of about 230 KB; torch's fill kernel as the worker's own added 2.3 MB.
     assert report.stat().st_size < 600_000
+
+
+PRIMING = "priming a warm ncu-gpu0 worker"
+PRIME_STOPPED = "a job came for the GPU while a warm worker primed"
+
+
+def test_a_call_that_comes_while_a_worker_primes_runs_at_once_and_profiles_go_on(tmp_path):
+    # The pool primes the next ncu worker 0.5 s after a profile frees the GPU (about 2 s on an H200); a call
+    # sent as that prime starts stops it (scheduler.warm_pool.stop_priming), and ncu is left able to profile.
+    log_path, port = tmp_path / "server.log", free_port()
+    with log_path.open("ab") as log:
+        serve = [sys.executable, "-m", "profsvc_client.cli", "serve", "--port", str(port)]
+        process = subprocess.Popen(
+            [*serve, "--state-dir", str(tmp_path / "state")],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    target = f"127.0.0.1:{port}"
+
+    def logged(line: str) -> int:
+        return Path(log_path).read_text().count(line)
+
+    try:
+        wait_healthy(target)
+        with ProfilerClient(target, timeout=900) as client:
+            if len(client.capabilities().gpus) != 1:
+                pytest.skip("only a one-GPU server primes its ncu workers")
+            source = load_source(FIXTURES / "seed47.py")
+            for _ in range(3):  # the call may miss the prime's window: a few tries
+                assert client.profile(source).ok
+                primes = logged(PRIMING)
+                wait_until(lambda: logged(PRIMING) > primes, "the next ncu worker priming", 60)  # noqa: B023
+                evaluated = client.evaluate(source, skip_profile=True)
+                assert evaluated.correctness.ok, evaluated.report_text
+                print(f"evaluate during a prime: gpu_wait {evaluated.timings.get('gpu_wait', 0):.3f} s")
+                if logged(PRIME_STOPPED):
+                    break
+            assert logged(PRIME_STOPPED), "no call came while a worker primed"
+            # The worker killed mid-prime left ncu and the GPU able to profile, primed or not.
+            _sane(client.profile(source))
+            _sane(client.profile(source))
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
