@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from profsvc.build.diagnostics import FileMap, parse_diagnostics
+from profsvc.jobfiles import read_regular
 from profsvc.worker.faults import fault_kind, signal_name
 from profsvc_contract.models import BuiltUnit, CompileResult, Diagnostic, JobError, Severity, Stage
 
@@ -16,6 +17,8 @@ HARNESS_MODULE = "profsvc.worker.harness"
 CUDA_PREFIX_LINES = 3
 CPP_PREFIX_LINES = 1
 LOG_LIMIT = 64 * 1024
+# The largest status file read (its build logs are cut to LOG_LIMIT): a job could leave gigabytes there.
+STATUS_LIMIT = 8 << 20
 
 
 # The phases the worker harness and the judge time; the server exports only these.
@@ -85,8 +88,12 @@ class HarnessStatus:
     def read(cls, path: Path, *, returncode: int, timed_out: bool, output: str) -> HarnessStatus:
         """Parse the status file; a worker that died before writing it is reported from its exit."""
         tail = "\n".join(output.strip().splitlines()[-20:])
-        if path.is_file():
-            status = cls._parse(path.read_text(errors="replace"))
+        try:
+            content = read_regular(path, STATUS_LIMIT)
+        except FileNotFoundError:
+            pass
+        else:
+            status = cls._parse(content.decode(errors="replace")) if content is not None else None
             if status is not None:
                 return status
             return cls(

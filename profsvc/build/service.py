@@ -35,6 +35,7 @@ from profsvc.build.inline_builder import PCH_FOLDER, ROUTE_FILE, ROUTES, recorde
 from profsvc.build.python_problem import unit_line
 from profsvc.build.request import BadBuildRequest, BuildRequest
 from profsvc.build.routes import ROUTE_SPLIT, ROUTE_SPLIT_LIGHT, ROUTE_TORCH
+from profsvc.jobfiles import read_regular
 from profsvc.proc import ProcessResult
 from profsvc.worker.inline_split import Declined
 from profsvc_contract.models import BuiltUnit
@@ -45,6 +46,16 @@ log = logging.getLogger("profsvc.build")
 BuilderRun = Callable[[dict[str, Any]], AbstractAsyncContextManager[tuple[ProcessResult, Path]]]
 # The environment that keys builds (torch, CUDA, target), found once.
 Environment = Callable[[], Awaitable[dict[str, str]]]
+# The largest builder result read (its log is cut to the build's log limit).
+RESULT_LIMIT = 8 << 20
+
+
+def _result(cell: Path) -> bytes:
+    """The builder's result file (its cell is where the user's flags and code ran: read it as a job's file)."""
+    content = read_regular(cell / "result.json", RESULT_LIMIT)
+    if content is None:
+        raise ValueError("the builder's result is not a plain file of its size")
+    return content
 
 
 def sha256_file(path: Path) -> str:
@@ -165,7 +176,7 @@ class BuildService:
     async def _prepare_headers(self) -> None:
         async with self.run_builder({"op": "prepare"}) as (process, cell):
             try:
-                outcome = json.loads((cell / "result.json").read_text())["headers"]
+                outcome = json.loads(_result(cell))["headers"]
             except (OSError, ValueError, KeyError, TypeError):
                 tail = (process.stderr or process.stdout).strip()[-2000:]
                 log.warning("the glue headers were not made (exit status %s): %s", process.returncode, tail)
@@ -247,7 +258,7 @@ class BuildService:
 
     def _finish(self, process: ProcessResult, cell: Path, key: str, artifact: str) -> dict[str, Any]:
         try:
-            outcome = _checked(json.loads((cell / "result.json").read_text()))
+            outcome = _checked(json.loads(_result(cell)))
         except (OSError, ValueError):
             why = "it ran past its time limit" if process.timed_out else f"exit status {process.returncode}"
             tail = (process.stderr or process.stdout).strip()[-4000:]

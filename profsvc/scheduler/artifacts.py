@@ -21,6 +21,7 @@ import uuid
 from pathlib import Path
 from typing import BinaryIO
 
+from profsvc.jobfiles import open_regular_at
 from profsvc_contract.models import ArtifactRef
 
 _JOB_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -32,19 +33,6 @@ CONTENT_TYPES = {
     ".html": "text/html",
 }
 _NOFOLLOW_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def open_regular_at(folder: int, name: str) -> BinaryIO | None:
-    """The regular file `name` of the open folder `folder`, opened for reading; None for anything else: a link is
-    not followed, and a file with a second hard link (which could be a file elsewhere) is refused. OSError where
-    nothing of that name can be opened."""
-    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
-        os.close(fd)
-        return None
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb")
 
 
 def tree_bytes(path: Path) -> int:

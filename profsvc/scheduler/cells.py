@@ -21,6 +21,7 @@ from pathlib import Path
 
 from profsvc.jail import Jail
 from profsvc.jobenv import job_environment
+from profsvc.jobfiles import remove_tree, remove_tree_soon
 from profsvc.proc import Launch, ProcessResult, StartedProcess
 from profsvc.scheduler.control import Handler, ServerChannel
 from profsvc.scheduler.warm_pool import StandbyGone, StandbyPool, StandbySpec, timing_name
@@ -94,7 +95,7 @@ class Cells:
     def new(self) -> Path:
         """A new, empty cell for a fresh process."""
         cell = self.root / f"cell-{os.getpid()}-{next(self._serial)}"
-        shutil.rmtree(cell, ignore_errors=True)
+        remove_tree(cell)
         cell.mkdir()
         return cell
 
@@ -172,4 +173,4 @@ class Cells:
             yield result, cell
         finally:
             channel.close()
-            shutil.rmtree(cell, ignore_errors=True)
+            remove_tree_soon(cell)

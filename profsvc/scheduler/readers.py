@@ -32,8 +32,8 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from profsvc.jobfiles import open_regular_at, remove_tree, remove_tree_soon
 from profsvc.proc import ProcessResult, StartedProcess
-from profsvc.scheduler.artifacts import open_regular_at
 from profsvc.scheduler.warm_pool import StandbySpec, write_line
 from profsvc.worker.reader import STATUS, STDERR, STDOUT, job_folder
 from profsvc.worker.warm import CHANNEL, READY
@@ -63,7 +63,7 @@ class _Reader:
 
     def discard(self) -> None:
         self.process.kill()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        remove_tree_soon(self.directory)
 
 
 def _read_regular(folder: int, name: str) -> bytes | None:
@@ -143,7 +143,7 @@ class ReaderPool:
 
     async def _start(self, caller: str) -> _Reader:
         directory = self.root / f"reader-{os.getpid()}-{next(self._serial)}"
-        shutil.rmtree(directory, ignore_errors=True)
+        remove_tree(directory)
         directory.mkdir(parents=True)
         os.mkfifo(directory / CHANNEL, 0o600)
         self.own(directory)
@@ -296,7 +296,7 @@ class ReaderPool:
         finally:
             if opened is not None:
                 os.close(opened)
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_tree(folder)
             shutil.rmtree(outputs, ignore_errors=True)
             await self._give_back(caller, reader, healthy)
 

@@ -25,6 +25,7 @@ from profsvc.config import ServerConfig
 from profsvc.host import HostInfo
 from profsvc.jail import Jail, close_jail
 from profsvc.jobenv import torch_arch_list
+from profsvc.jobfiles import remove_tree, trash_of
 from profsvc.kinds import Built, KindContext, kind_named
 from profsvc.ncu.command import ncu_command
 from profsvc.proc import ProcessResult
@@ -51,6 +52,7 @@ UNJAILED = (
     "this server runs jobs unjailed (--unjailed): the job could read and write what the server can, and reach"
     " the network"
 )
+READERS_FOLDER = "readers"
 # Where ncu writes its report, in a cell and in a job's workspace.
 REPORT_NAME = "report.ncu-rep"
 
@@ -131,6 +133,9 @@ class Scheduler:
     async def start(self) -> None:
         """Check the build cache against its index and start the warm workers the configuration asks for."""
         self.standby.remove_stale()
+        # What a server stopped mid-removal left of its jobs' folders.
+        for root in (self.standby.root, self.cells.root, self.config.state_dir / READERS_FOLDER):
+            remove_tree(trash_of(root))
         await asyncio.to_thread(self.index.sweep)
         if not self.config.warm_workers:
             return
@@ -151,7 +156,7 @@ class Scheduler:
             per_caller = min(4, self.config.compile_workers)
         if per_caller:
             self.readers = ReaderPool(
-                self.config.state_dir / "readers",
+                self.config.state_dir / READERS_FOLDER,
                 self._spec(READER_MODULE, None),
                 own=self.jail.own if self.jail is not None else lambda _folder: None,
                 own_descriptor=self.jail.own_descriptor if self.jail is not None else lambda _fd: None,

@@ -29,12 +29,12 @@ import contextlib
 import json
 import logging
 import os
-import shutil
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from profsvc.jobfiles import remove_tree, remove_tree_soon
 from profsvc.proc import Launch, ProcessResult, StartedProcess
 from profsvc.scheduler.control import Handler, ServerChannel
 from profsvc.telemetry import add_timing
@@ -146,7 +146,7 @@ class Standby:
         self.process.kill()
         if self.channel is not None:
             self.channel.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        remove_tree_soon(self.directory)
 
 
 def timing_name(kind: str) -> str:
@@ -239,7 +239,7 @@ class StandbyPool:
         for directory in self.root.glob("*-*-*"):
             pid = directory.name.rsplit("-", 2)[1]
             if pid.isdigit() and not pid_alive(int(pid)):
-                shutil.rmtree(directory, ignore_errors=True)
+                remove_tree(directory)
 
     def kinds(self) -> list[str]:
         """The kinds kept warm."""
@@ -255,7 +255,7 @@ class StandbyPool:
             return None  # no longer kept
         self._serial += 1
         directory = self.root / f"{kind}-{os.getpid()}-{self._serial}"
-        shutil.rmtree(directory, ignore_errors=True)
+        remove_tree(directory)
         directory.mkdir(parents=True)
         os.mkfifo(directory / CHANNEL, 0o600)
         channel = ServerChannel(dict(spec.handlers or {}))
@@ -270,7 +270,7 @@ class StandbyPool:
         except OSError as error:
             log.warning("cannot start a warm %s worker: %s", kind, error)
             channel.close()
-            shutil.rmtree(directory, ignore_errors=True)
+            remove_tree(directory)
             return None
         channel.handed_over()
         return Standby(process, directory, two_steps=spec.prime_lock is not None, channel=channel)

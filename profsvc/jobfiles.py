@@ -1,0 +1,94 @@
+"""Files and folders a job's process could have written, as the server reads and removes them.
+
+The server runs with more rights than any job: a status file a job replaced with a link to `/proc/kmsg` (a read
+that blocks for good), to a secret, or with gigabytes, must cost the server nothing; so must a folder a job nested
+thousands deep or filled with a million files when the server removes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import stat
+import subprocess
+import uuid
+from pathlib import Path
+from typing import BinaryIO
+
+_NOFOLLOW_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_regular_at(folder: int, name: str) -> BinaryIO | None:
+    """The regular file `name` of the open folder `folder`, opened for reading; None for anything else: a link is
+    not followed, and a file with a second hard link (which could be a file elsewhere) is refused. OSError where
+    nothing of that name can be opened."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        return None
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def read_regular(path: Path, limit: int) -> bytes | None:
+    """What the plain file at `path` holds; None where it is a link, not a plain file, has a second hard link or
+    holds more than `limit` bytes. FileNotFoundError where there is nothing of that name."""
+    folder = os.open(path.parent, _NOFOLLOW_DIRECTORY)
+    try:
+        try:
+            file = open_regular_at(folder, path.name)
+        except FileNotFoundError:
+            raise
+        except OSError:  # a link (ELOOP), or nothing this server may open
+            return None
+    finally:
+        os.close(folder)
+    if file is None:
+        return None
+    with file:
+        content = file.read(limit + 1)
+    return content if len(content) <= limit else None
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a folder a job wrote in, whatever it made there; never raises. shutil's removal recurses once per
+    level (a job can nest thousands: RecursionError) and stops at a folder its owner made unreadable; coreutils'
+    rm, run where anything is left, does neither."""
+    with contextlib.suppress(RecursionError):
+        shutil.rmtree(path, ignore_errors=True)
+    # chmod -R ignores the links it meets below `path`: it changes nothing outside the folder.
+    remove = ["rm", "-rf", "--one-file-system", "--"]
+    for command in (remove, ["chmod", "-R", "u+rwx", "--"], remove):
+        if not os.path.lexists(path):
+            return
+        with contextlib.suppress(OSError):
+            subprocess.run([*command, str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+
+def trash_of(root: Path) -> Path:
+    """Where remove_tree_soon moves the folders of `root` to be removed: beside it, on its file system."""
+    return root.with_name(root.name + ".trash")
+
+
+def remove_tree_soon(path: Path) -> None:
+    """Remove a folder a job wrote in: gone from its place at once (moved to its root's trash), removed off the
+    event loop where one runs (a million files take seconds), else at once."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        remove_tree(path)
+        return
+    trash = trash_of(path.parent)
+    try:
+        trash.mkdir(exist_ok=True)
+        moved = trash / f"{path.name}-{uuid.uuid4().hex}"
+        os.rename(path, moved)
+    except FileNotFoundError:
+        return
+    except OSError:  # not movable: removed here, as before
+        remove_tree(path)
+        return
+    loop.run_in_executor(None, remove_tree, moved)
