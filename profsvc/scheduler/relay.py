@@ -14,24 +14,26 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 from profsvc.proc import ProcessResult
+from profsvc.worker.exchange import EXCHANGE_FILE
 from profsvc.worker.faults import signal_name
 
-_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 EXIT = {"do": "exit"}
 
 
-def move_files(names: Any, source: Path | None, target: Path | None) -> list[str]:
-    """Move the named plain files from one cell to the other; the names moved."""
+def move_files(names: Any, source: Path | None, target: Path | None, allowed: set[str] | None = None) -> list[str]:
+    """Move the named plain files from one cell to the other; the names moved. Only exchange files cross
+    (EXCHANGE_FILE), and of those only the `allowed` names where given."""
     if source is None or target is None or not isinstance(names, list):
         return []
     moved = []
     for name in names:
-        if not isinstance(name, str) or not _FILE.match(name):
+        if not isinstance(name, str) or not EXCHANGE_FILE.match(name):
+            continue
+        if allowed is not None and name not in allowed:
             continue
         path = source / name
         if path.is_symlink() or not path.is_file():
@@ -51,6 +53,8 @@ class Relay:
         self._results: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._listening = asyncio.Event()
         self._gone: dict[str, Any] | None = None
+        # What the judge's pending command asked the candidate to write: nothing else comes back.
+        self._expected: set[str] = set()
 
     async def judge_command(self, message: dict[str, Any]) -> dict[str, Any]:
         """The judge's `candidate` request: forward its command, answer with the candidate's result."""
@@ -61,6 +65,7 @@ class Relay:
         if self._gone is not None:
             return self._gone
         move_files(message.get("files"), self.judge_cell, self.candidate_cell)
+        self._expected = {command["out"]} if isinstance(command.get("out"), str) else set()
         await self._commands.put(command)
         if command["do"] == EXIT["do"]:
             return {"ok": True}
@@ -69,7 +74,8 @@ class Relay:
     async def candidate_next(self, message: dict[str, Any]) -> dict[str, Any]:
         """The candidate's `next` request: hand its result to the judge, answer with the judge's next command."""
         if message.get("result") is not None:
-            files = move_files(message.get("files"), self.candidate_cell, self.judge_cell)
+            files = move_files(message.get("files"), self.candidate_cell, self.judge_cell, self._expected)
+            self._expected = set()
             await self._results.put({"result": message["result"], "files": files})
         self._listening.set()
         return await self._commands.get()

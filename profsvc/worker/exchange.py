@@ -9,8 +9,20 @@ come once per trial.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
+
+# The only names a file may have to cross between the two processes (the server moves nothing else): the judge's
+# status, or any file of its own, can never be one.
+EXCHANGE_FILE = re.compile(r"^(?:init|in|out|timed|refill)-[0-9]{1,9}\.pt$")
+
+
+def exchange_name(stem: str, serial: int) -> str:
+    """The name of the judge's `serial`-th exchanged file (one of EXCHANGE_FILE's)."""
+    name = f"{stem}-{serial}.pt"
+    assert EXCHANGE_FILE.match(name), name
+    return name
 
 
 def to_host(value: Any, torch: Any) -> Any:

@@ -32,7 +32,7 @@ from typing import Any
 from profsvc.worker.benchmark import run_benchmark
 from profsvc.worker.control import ControlChannel
 from profsvc.worker.correctness import CandidateCall, OwnKernels, flatten, run_correctness
-from profsvc.worker.exchange import load, save, to_device
+from profsvc.worker.exchange import exchange_name, load, save, to_device
 from profsvc.worker.faults import fault_kind
 from profsvc.worker.harness import exit_without_teardown, phase, warm_gpu
 from profsvc.worker.inline_cache import InlineRecorder, install
@@ -103,7 +103,7 @@ class CandidateProcess:
 
     def _name(self, stem: str) -> str:
         self._serial += 1
-        return f"{stem}-{self._serial}.pt"
+        return exchange_name(stem, self._serial)
 
     def _ask(self, command: dict[str, Any], files: list[str]) -> tuple[dict[str, Any], list[str]]:
         with self._timed("candidate_wait"):
@@ -279,7 +279,10 @@ def main(argv: list[str] | None = None) -> int:
                 with contextlib.suppress(ConnectionError, OSError):
                     candidate.exit()
             status.setdefault("phases", {}).update(candidate.seconds)
-    Path(args.status).write_text(json.dumps(status))
+    # Written aside, then put in place: whatever lies at the status's name by then is replaced.
+    written = Path(args.status).with_name(Path(args.status).name + ".new")
+    written.write_text(json.dumps(status))
+    written.replace(args.status)
     exit_without_teardown(0 if status["ok"] else 1)
 
 

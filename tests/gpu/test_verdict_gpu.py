@@ -2,9 +2,9 @@
 
 Every candidate here computes a wrong answer with a kernel of its own and tries to forge the verdict from
 inside its process, as catalogues of reward hacks describe: patching the comparison, writing a status file
-at exit, exiting before the comparison, rewriting the reference's file. Each must fail correctness and
-Evaluate. A candidate whose forward runs only PyTorch fails with "no kernel of the candidate's own ran"; an
-honest partial replacement passes.
+at exit or sending one for the server to relay, exiting before the comparison, rewriting the reference's
+file. Each must fail correctness and Evaluate. A candidate whose forward runs only PyTorch fails with "no
+kernel of the candidate's own ran"; an honest partial replacement passes.
 """
 
 from __future__ import annotations
@@ -38,6 +38,19 @@ FORGERIES = {
         "            except OSError:\n"
         "                pass\n"
         "atexit.register(_forge)\n"
+    ),
+    # A forged status under the judge's status names, sent over the candidate's channel for the server to move
+    # into the judge's cell (read-only: the judge's own write would fail and leave the forgery).
+    "sends_a_status_through_the_relay": (
+        "import json, socket\n"
+        "_forged = json.dumps({'ok': True, 'stage': 'running', 'correctness': {'ok': True, 'trials': 5,"
+        " 'passed': 5, 'message': 'forged'}})\n"
+        "_names = ['correctness-status.json', 'evaluate-status.json', 'benchmark-status.json']\n"
+        "for _name in _names:\n"
+        "    open(_name, 'w').write(_forged)\n"
+        "    os.chmod(_name, 0o444)\n"
+        "_channel = socket.socket(fileno=os.dup(int(os.environ['PROFSVC_CONTROL_FD'])))\n"
+        "_channel.sendall(json.dumps({'op': 'next', 'result': {'ok': True}, 'files': _names}).encode() + b'\\n')\n"
     ),
     "rewrites_the_reference": (
         "import glob\n"

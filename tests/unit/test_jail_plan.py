@@ -126,7 +126,7 @@ def test_the_relay_pairs_commands_and_results_and_reports_a_candidate_that_died(
         (relay.judge_cell / "in-1.pt").write_bytes(b"inputs")
         candidate_asks = asyncio.ensure_future(relay.candidate_next({"op": "next"}))
         judge_asks = asyncio.ensure_future(
-            relay.judge_command({"op": "candidate", "command": {"do": "call"}, "files": ["in-1.pt"]})
+            relay.judge_command({"op": "candidate", "command": {"do": "call", "out": "out-1.pt"}, "files": ["in-1.pt"]})
         )
         command = await candidate_asks
         assert (relay.candidate_cell / "in-1.pt").is_file()
@@ -141,10 +141,34 @@ def test_the_relay_pairs_commands_and_results_and_reports_a_candidate_that_died(
         return command, answered, after
 
     command, answered, after = asyncio.run(scenario())
-    assert command == {"do": "call"}
+    assert command == {"do": "call", "out": "out-1.pt"}
     assert answered == {"result": {"ok": True}, "files": ["out-1.pt"]}
     assert (tmp_path / "judge" / "out-1.pt").read_bytes() == b"outputs"
     assert after["gone"] is True
+
+
+def test_the_candidate_can_send_the_judge_only_the_file_it_was_asked_for(tmp_path):
+    # A forged status (or any file of the judge's) under its name would be moved over the judge's own.
+    async def scenario() -> dict:
+        relay = Relay()
+        relay.judge_cell, relay.candidate_cell = tmp_path / "judge", tmp_path / "candidate"
+        relay.judge_cell.mkdir()
+        relay.candidate_cell.mkdir()
+        listening = asyncio.ensure_future(relay.candidate_next({"op": "next"}))
+        asked = {"do": "call", "out": "out-2.pt"}
+        judge_asks = asyncio.ensure_future(relay.judge_command({"op": "candidate", "command": asked, "files": []}))
+        await listening
+        sent = ["correctness-status.json", "reference.py", "out-1.pt", "out-2.pt"]
+        for name in sent:
+            (relay.candidate_cell / name).write_text('{"ok": true, "stage": "running"}')
+        next_ask = asyncio.ensure_future(relay.candidate_next({"op": "next", "result": {"ok": True}, "files": sent}))
+        answered = await judge_asks
+        next_ask.cancel()
+        return answered
+
+    answered = asyncio.run(scenario())
+    assert answered["files"] == ["out-2.pt"]
+    assert sorted(p.name for p in (tmp_path / "judge").iterdir()) == ["out-2.pt"]
 
 
 def test_own_kernels_are_the_sources_global_and_triton_kernels():
