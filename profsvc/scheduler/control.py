@@ -14,12 +14,21 @@ import contextlib
 import json
 import logging
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from profsvc.worker.control import CONTROL_FD, MESSAGE_LIMIT
 
 log = logging.getLogger("profsvc.control")
+
+# JSON's cost is in its lists and objects (a line of 16 MiB of `[],` takes about 2 s to parse on the event loop,
+# one string of that size about 0.03 s): a line with more brackets than this is refused unparsed. A build request
+# whose sources hold a million brackets is larger than any this server accepts.
+MAX_BRACKETS = 1_000_000
+# A line whose parse took longer than this is answered only after as long again: one job's channel cannot keep
+# the event loop busy more than half the time.
+PARSE_PAUSE_S = 0.01
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -66,10 +75,17 @@ class ServerChannel:
                 await writer.wait_closed()
 
     async def _answer(self, line: bytes) -> dict[str, Any]:
+        if line.count(b"[") + line.count(b"{") > MAX_BRACKETS:
+            return {"ok": False, "error": f"the request holds over {MAX_BRACKETS} lists and objects"}
+        start = time.monotonic()
         try:
             message = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             return {"ok": False, "error": "the request is not JSON"}
+        finally:
+            parsed = time.monotonic() - start
+            if parsed > PARSE_PAUSE_S:
+                await asyncio.sleep(parsed)
         if not isinstance(message, dict) or not isinstance(message.get("op"), str):
             return {"ok": False, "error": "the request names no op"}
         handler = self.handlers.get(message["op"])

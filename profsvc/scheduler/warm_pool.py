@@ -29,6 +29,7 @@ import contextlib
 import json
 import logging
 import os
+import stat
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -159,8 +160,11 @@ async def write_line(directory: Path, message: Mapping[str, object]) -> None:
     an error, not a hang), so a line longer than its buffer goes in several writes, each once the worker has read
     room for it."""
     line = memoryview((json.dumps(message) + "\n").encode())
-    channel = os.open(directory / CHANNEL, os.O_WRONLY | os.O_NONBLOCK)
+    # The worker's folder is its job's: only the FIFO made there is written, never what a link names.
+    channel = os.open(directory / CHANNEL, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
+        if not stat.S_ISFIFO(os.fstat(channel).st_mode):
+            raise OSError(f"{directory / CHANNEL} is no longer the worker's FIFO")
         while line:
             try:
                 line = line[os.write(channel, line) :]

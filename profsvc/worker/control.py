@@ -15,8 +15,9 @@ import socket
 from typing import Any
 
 CONTROL_FD = "PROFSVC_CONTROL_FD"
-# Largest message either side accepts (a build request carries the user's sources).
-MESSAGE_LIMIT = 64 << 20
+# Largest message either side accepts: a build request carries the user's sources and up to 16 MiB of the files
+# they include (profsvc.build.request).
+MESSAGE_LIMIT = 24 << 20
 
 
 class ChannelClosed(ConnectionError):

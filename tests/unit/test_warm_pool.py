@@ -390,6 +390,23 @@ def test_wait_for_job_warms_says_ready_then_takes_a_job_written_in_pieces(tmp_pa
     assert outcome == {"argv": ["report", "7", "--x"], "cwd": str(job_cwd), "stdin": "seed=47\nmore"}
 
 
+@pytest.mark.parametrize("planted", ["link", "file"])
+def test_a_line_to_a_worker_goes_only_to_its_fifo(tmp_path, planted):
+    # The worker's folder is its job's: a link or a file in place of the FIFO must not be written.
+    victim = tmp_path / "victim"
+    victim.write_text("the server's own file")
+    worker = tmp_path / "worker"
+    worker.mkdir()
+    if planted == "link":
+        (worker / CHANNEL).symlink_to(victim)
+    else:
+        (worker / CHANNEL).write_text("the server's own file")
+    with pytest.raises(OSError):
+        asyncio.run(scheduler_standby.write_line(worker, {"argv": ["x"]}))
+    assert victim.read_text() == "the server's own file"
+    assert planted == "link" or (worker / CHANNEL).read_text() == "the server's own file"
+
+
 def test_wait_for_job_without_stdin_gives_an_empty_stdin(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "stdin", sys.stdin)
