@@ -159,9 +159,13 @@ def readonly_trees(extra: Iterable[str | Path] = ()) -> tuple[list[Path], list[t
             symlinks.append((os.readlink(path), path))
         elif path.is_dir():
             trees.append(path)
-    python = [sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path]
+    # Not the folder the server was started in (`python -m` puts it first on sys.path; an empty entry of a
+    # search path means it too): it may hold anything (/etc, say).
+    here = os.getcwd()
+    python = [sys.prefix, sys.base_prefix, sys.exec_prefix, *(p for p in sys.path if p not in ("", here))]
     packages = [Path(profsvc.__file__).resolve().parent.parent]
-    with_env = [*os.environ.get("LD_LIBRARY_PATH", "").split(":"), *os.environ.get("PYTHONPATH", "").split(":")]
+    search = [*os.environ.get("LD_LIBRARY_PATH", "").split(":"), *os.environ.get("PYTHONPATH", "").split(":")]
+    with_env = [p for p in search if p not in ("", ".", here)]
     home = Path.home()
     for path in _existing([*ETC_FILES, *python, *packages, *with_env, *extra]):
         path = path.resolve()

@@ -11,6 +11,7 @@ import pytest
 from profsvc.build.request import BadBuildRequest, check_arguments
 from profsvc.build.service import BuildCacheIndex
 from profsvc.jail.command import JailPlan, bwrap_argv
+from profsvc.jail.host import readonly_trees
 from profsvc.scheduler.relay import Relay, move_files
 from profsvc.staticcheck.own_kernels import own_kernel_names
 from profsvc.worker.correctness import kernel_base_name, own_kernels_ran
@@ -105,6 +106,21 @@ def test_a_staged_build_holding_a_link_is_not_installed(tmp_path):
 def test_a_build_request_that_is_not_load_inline_arguments_is_refused(arguments, complaint):
     with pytest.raises(BadBuildRequest, match=complaint):
         check_arguments(arguments)
+
+
+@pytest.mark.parametrize("how", ["python -m", "empty search path entries"])
+def test_the_folder_the_server_was_started_in_is_not_mounted_into_jobs(tmp_path, monkeypatch, how):
+    started_in = tmp_path / "etc-like"
+    started_in.mkdir()
+    (started_in / "machine-id").write_text("the host's")
+    monkeypatch.chdir(started_in)
+    if how == "python -m":
+        monkeypatch.setattr("sys.path", [str(started_in), *__import__("sys").path])
+    else:
+        monkeypatch.setenv("PYTHONPATH", "")
+        monkeypatch.setenv("LD_LIBRARY_PATH", ":.:")
+    trees, _ = readonly_trees()
+    assert not any(tree == started_in or tree in started_in.parents for tree in trees), trees
 
 
 def test_only_plain_files_cross_between_cells(tmp_path):
