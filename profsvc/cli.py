@@ -39,6 +39,11 @@ def _size(text: str) -> int:
     return size
 
 
+def _size_or_off(text: str) -> int:
+    """A size as _size reads it, or 0 (off)."""
+    return 0 if text.strip() == "0" else _size(text)
+
+
 def add_serve(commands: argparse._SubParsersAction) -> Callable[[argparse.Namespace], int]:  # type: ignore[type-arg]
     """Add `serve` to the CLI's subcommands; the function that runs it."""
     serve = commands.add_parser("serve", help="run the gRPC server")
@@ -66,6 +71,13 @@ def add_serve(commands: argparse._SubParsersAction) -> Callable[[argparse.Namesp
         default=None,
         help="bytes kept of finished jobs' folders, oldest removed first; also the most uploads in progress may "
         "hold (default 20G)",
+    )
+    serve.add_argument(
+        "--disk-reserve",
+        type=_size_or_off,
+        default=None,
+        help="free space the state folder's disk keeps: below it, the running job that wrote the most is stopped "
+        "(default 4G; 0: never)",
     )
     serve.add_argument("--job-timeout", type=float, default=None, help="kill a job's process after this many seconds")
     serve.add_argument(
@@ -101,6 +113,17 @@ def add_serve(commands: argparse._SubParsersAction) -> Callable[[argparse.Namesp
     return run_serve
 
 
+# `serve`'s options that set a ServerConfig field (or a Limits one) only when given: (argument, field).
+_GIVEN_OPTIONS = (
+    ("disk_budget", "disk_budget_bytes"),
+    ("disk_reserve", "disk_reserve_bytes"),
+    ("readers_per_caller", "readers_per_caller"),
+    ("shutdown_grace", "shutdown_grace_s"),
+    ("state_dir", "state_dir"),
+)
+_GIVEN_LIMITS = (("job_timeout", "job_timeout_s"), ("build_timeout", "compile_timeout_s"))
+
+
 def run_serve(args: argparse.Namespace) -> int:
     """`profsvc serve`: run the server until SIGTERM or SIGINT (profsvc.server.app.serve)."""
     handler = logging.StreamHandler()
@@ -108,24 +131,12 @@ def run_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     options: dict[str, object] = {"host": args.host, "port": args.port, "metrics_port": args.metrics_port}
     options["metrics_host"] = args.metrics_host
-    if args.disk_budget is not None:
-        options["disk_budget_bytes"] = args.disk_budget
+    options.update({name: getattr(args, arg) for arg, name in _GIVEN_OPTIONS if getattr(args, arg) is not None})
     options["warm_workers"] = not args.no_warm_workers
     options["ncu_warmup"] = not args.no_ncu_warmup
-    if args.readers_per_caller is not None:
-        options["readers_per_caller"] = args.readers_per_caller
-    if args.shutdown_grace is not None:
-        options["shutdown_grace_s"] = args.shutdown_grace
-    limits: dict[str, float] = {}
-    if args.job_timeout is not None:
-        limits["job_timeout_s"] = args.job_timeout
-    if args.build_timeout is not None:
-        limits["compile_timeout_s"] = args.build_timeout
-    options["limits"] = limits
+    options["limits"] = {name: getattr(args, arg) for arg, name in _GIVEN_LIMITS if getattr(args, arg) is not None}
     if args.unjailed:
         options["jail"] = "off"
-    if args.state_dir is not None:
-        options["state_dir"] = args.state_dir
     security = {"tls_cert": args.tls_cert, "tls_key": args.tls_key, "insecure": args.insecure}
     if args.token_file is not None:
         security["tokens"] = read_tokens(args.token_file)

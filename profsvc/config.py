@@ -171,6 +171,12 @@ class ServerConfig(BaseModel):
         gt=0,
         description="bytes the finished job workspaces may hold (the oldest go first), and uploads being received",
     )
+    disk_reserve_bytes: int = Field(
+        default=4 << 30,
+        ge=0,
+        description="free bytes the state folder's disk keeps: below them, the running job that wrote the most is "
+        "stopped (0: never)",
+    )
     transport: Transport = Field(default_factory=Transport)
     shutdown_grace_s: float = Field(
         default=30.0, ge=0, description="on SIGTERM or SIGINT, requests in flight get this long to finish"

@@ -24,6 +24,7 @@ from profsvc.jobenv import job_environment
 from profsvc.jobfiles import remove_tree, remove_tree_soon
 from profsvc.proc import Launch, ProcessResult, StartedProcess
 from profsvc.scheduler.control import Handler, ServerChannel
+from profsvc.scheduler.disk_guard import DiskGuard
 from profsvc.scheduler.warm_pool import StandbyGone, StandbyPool, StandbySpec, timing_name
 from profsvc.telemetry import add_timing
 
@@ -50,8 +51,10 @@ class Cells:
         python: str,
         cuda_arch: str,
         base_handlers: Mapping[str, Handler],
+        disk: DiskGuard,
     ) -> None:
         self.root = root
+        self.disk = disk
         self.python = python
         self.jail = jail
         self.standby = standby
@@ -144,12 +147,14 @@ class Cells:
                 argv = make_argv(standby.directory)
                 text = stdin.decode() if stdin else ""
                 try:
-                    result = await standby.run(
-                        argv[3:], cwd=standby.directory, stdin=text, timeout=timeout, on_stdout=on_stdout
-                    )
+                    with self.disk.running(standby.directory, standby.process):
+                        result = await standby.run(
+                            argv[3:], cwd=standby.directory, stdin=text, timeout=timeout, on_stdout=on_stdout
+                        )
                 except StandbyGone:
                     result = None  # it died before taking the job: run the job fresh
                 if result is not None:
+                    result = self.disk.explained(standby.directory, result)
                     add_timing(f"{timing_name(kind)}:run", result.seconds)
                     yield result, standby.directory
                     return
@@ -167,7 +172,8 @@ class Cells:
                 argv, cwd=cell, env=env, stdin_data=stdin, on_stdout=on_stdout, launch=launch
             )
             channel.handed_over()
-            result = await process.finish(timeout)
+            with self.disk.running(cell, process):
+                result = self.disk.explained(cell, await process.finish(timeout))
             # A fresh process's time includes its start (Python, torch, ncu), which a warm worker paid ahead.
             add_timing(f"{timing_name(kind)}:fresh_run" if kind else "fresh_run", result.seconds)
             yield result, cell

@@ -33,6 +33,7 @@ from profsvc.report.html import warm_up_html
 from profsvc.scheduler.artifacts import Workspaces
 from profsvc.scheduler.cells import Cells, supervised
 from profsvc.scheduler.compiled import CompiledSources
+from profsvc.scheduler.disk_guard import DiskGuard
 from profsvc.scheduler.jobs import ProgressSink, SourceSpec
 from profsvc.scheduler.ncu_options import warm_ncu_options
 from profsvc.scheduler.readers import ReaderPool
@@ -112,7 +113,9 @@ class Scheduler:
             python=config.python,
             cuda_arch=config.cuda_arch or host.default_arch,
             base_handlers={"build": self.builds.handle},
+            disk=DiskGuard(config.state_dir, config.disk_reserve_bytes),
         )
+        self._disk_guard: asyncio.Task[None] | None = None
         self.kinds = KindContext(
             config=config,
             host=host,
@@ -136,6 +139,8 @@ class Scheduler:
         # What a server stopped mid-removal left of its jobs' folders.
         for root in (self.standby.root, self.cells.root, self.config.state_dir / READERS_FOLDER):
             remove_tree(trash_of(root))
+        if self.config.disk_reserve_bytes:
+            self._disk_guard = asyncio.get_running_loop().create_task(self.cells.disk.watch())
         await asyncio.to_thread(self.index.sweep)
         if not self.config.warm_workers:
             return
@@ -180,6 +185,8 @@ class Scheduler:
 
     async def close(self) -> None:
         """Stop the glue headers' builder and the warm workers, and release the jail's cgroups."""
+        if self._disk_guard is not None:
+            self._disk_guard.cancel()
         await self.builds.close()
         await self.standby.close()
         if self.readers is not None:

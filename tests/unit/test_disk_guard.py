@@ -1,0 +1,64 @@
+"""The disk guard (profsvc.scheduler.disk_guard): a job that fills the server's disk is stopped, and says so."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+from pathlib import Path
+
+from profsvc.scheduler.cells import Cells
+from profsvc.scheduler.disk_guard import DiskGuard, cell_bytes
+from profsvc.scheduler.warm_pool import StandbyPool
+
+WRITER = (
+    "import os, sys, time\n"
+    "with open('data', 'wb') as f:\n"
+    "    f.write(os.urandom(int(sys.argv[1])))\n"
+    "open('written', 'w').close()\n"
+    "time.sleep(60)\n"
+)
+
+
+def _cells(root: Path, reserve: int) -> Cells:
+    return Cells(
+        root / "cells",
+        None,
+        StandbyPool(root / "standby"),
+        python=sys.executable,
+        cuda_arch="9.0",
+        base_handlers={},
+        disk=DiskGuard(root, reserve),
+    )
+
+
+def test_du_counts_what_a_cell_holds(tmp_path):
+    (tmp_path / "a").write_bytes(b"x" * (1 << 20))
+    assert 1 << 20 <= cell_bytes(tmp_path) < 2 << 20
+    assert cell_bytes(tmp_path / "gone") == 0
+
+
+def test_under_the_reserve_the_job_that_wrote_the_most_is_stopped_and_told_why(tmp_path):
+    # A reserve above the disk's free space stands for a disk that filled up.
+    cells = _cells(tmp_path, shutil.disk_usage(tmp_path).free + (1 << 40))
+
+    async def job(size: int) -> tuple[str, float]:
+        argv = lambda cell: [sys.executable, "-c", WRITER, str(size)]  # noqa: E731
+        async with cells.run("", argv, files={}, gpu=None, timeout=120) as (result, _):
+            return result.stderr, result.seconds
+
+    async def body() -> tuple[tuple[str, float], tuple[str, float]]:
+        jobs = asyncio.gather(job(8 << 20), job(1 << 10))
+        while len(list(cells.root.glob("*/written"))) < 2:  # both have written before the disk is looked at
+            await asyncio.sleep(0.05)
+        guard = asyncio.create_task(cells.disk.watch())
+        try:
+            return await jobs
+        finally:
+            guard.cancel()
+
+    (large, large_s), (small, small_s) = asyncio.run(body())
+    assert "the job was stopped: it had written" in large and "the most of the running jobs" in large
+    assert large_s < 30
+    # The smaller one went next (the disk stayed under its reserve), after the larger.
+    assert "the job was stopped" in small and small_s > large_s
