@@ -4,7 +4,7 @@ Every job process runs as `bwrap <options> -- argv`: its own user, PID, mount,
 IPC, UTS, cgroup and network namespaces; the toolchain and Python read-only at
 their host paths (so argv and file names are the same inside and out); one
 private writable folder, also at its host path; its own /proc, /dev and /tmp;
-the host's /sys read-only (hardware topology, as a container sees it);
+the host's /sys read-only (hardware topology, as a container sees it) but its cgroups;
 the GPU device nodes only for a GPU job; and whatever the plan hides (the
 server's state folder, its token and TLS files) replaced by an empty tmpfs or
 an empty file even where it lies under a read-only tree.
@@ -87,6 +87,8 @@ def _mounts(plan: JailPlan) -> list[str]:
     # hwloc, in the CUDA and profiler stacks, reads the CPU topology there; without it every program's
     # output starts with its warning.
     options += ["--ro-bind-try", "/sys", "/sys"]
+    # But not the host's cgroups: every job's would show there (their processes, their memory).
+    options += ["--tmpfs", "/sys/fs/cgroup"]
     for device in plan.devices:
         options += ["--dev-bind", str(device), str(device)]
     for path in plan.hidden_dirs:

@@ -111,6 +111,7 @@ attempt("token_file", lambda: open(TOKEN_FILE).read())
 attempt("shadow", lambda: open("/etc/shadow").read())
 attempt("server_environ", lambda: open(f"/proc/{os.getppid()}/environ", "rb").read().decode(errors="replace"))
 attempt("other_jobs", lambda: [p for p in glob.glob(STATE + "/**/*.py", recursive=True) if os.getcwd() not in p])
+attempt("host_cgroups", lambda: sorted(glob.glob("/sys/fs/cgroup/**/cgroup.procs", recursive=True)))
 attempt("write_etc", lambda: write("/etc/profsvc-attack"))
 attempt("write_state", lambda: write(STATE + "/attack"))
 attempt("write_cache", lambda: write(CACHE + "/attack"))
@@ -233,6 +234,7 @@ def test_attacks_from_inside_a_job_all_fail_and_the_server_answers_on(jailed):
         assert record["setns"].startswith("blocked") and record["unshare"].startswith("blocked"), record
         assert record["host_unix_socket"].startswith("blocked") and record["server_port"].startswith("blocked")
         assert record["other_jobs"] in ("[]", "blocked"), record["other_jobs"]
+        assert record["host_cgroups"] == "[]", record["host_cgroups"]
         assert record["poison_cache"].startswith("blocked") or "no library" in record["poison_cache"]
         assert not Path("/etc/profsvc-attack").exists()
         assert not (config.state_dir / "attack").exists() and not (cache / "attack").exists()
@@ -357,6 +359,7 @@ def _attack_under_ncu(target: str, config: ServerConfig, token_file: Path, host_
         for name in ("setns", "unshare", "host_unix_socket", "server_port", "signal_server"):
             assert record[name].startswith("blocked"), (name, record[name])
         assert record["other_jobs"] in ("[]", "blocked"), record["other_jobs"]
+        assert record["host_cgroups"] == "[]", record["host_cgroups"]
         assert record["poison_cache"].startswith("blocked") or "no library" in record["poison_cache"]
         good = client.profile(problem_source(*GOOD[:2]))
         assert good.ok and good.kernels[0].name == "affine_kernel", good.error
