@@ -24,6 +24,11 @@ def default_state_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "profsvc"
 
 
+def host_memory_bytes() -> int:
+    """The host's physical memory."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 class Limits(BaseModel):
     """Bounds on what one request may ask for."""
 
@@ -40,7 +45,11 @@ class Limits(BaseModel):
     queue_size: int = Field(default=64, gt=0, description="jobs waiting or running before RESOURCE_EXHAUSTED")
     job_timeout_s: float = Field(default=900.0, gt=0, description="wall-clock limit of one job's process")
     compile_timeout_s: float = Field(default=600.0, gt=0, description="wall-clock limit of one build or import")
-    job_memory_bytes: int = Field(default=32 << 30, gt=0, description="memory of one jailed process tree (cgroup)")
+    job_memory_bytes: int = Field(
+        default_factory=lambda: min(32 << 30, host_memory_bytes() * 3 // 4),
+        gt=0,
+        description="memory of one jailed process tree (cgroup; default 32 GiB, at most 3/4 of the host's)",
+    )
     job_tasks: int = Field(default=1024, gt=0, description="processes and threads of one jailed process tree")
 
 

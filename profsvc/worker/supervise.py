@@ -26,6 +26,8 @@ PR_SET_CHILD_SUBREAPER = 36
 # Python ignores these at its start and exec keeps that: the worker gets them back as any program starts.
 RESTORED = (signal.SIGPIPE, signal.SIGXFSZ)
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# The highest: the kernel's OOM killer takes a job's processes before any other.
+OOM_SCORE_ADJ = 1000
 # How long the processes left below may take to die (SIGKILL lands at once; a process in the kernel's
 # uninterruptible sleep ends when it leaves it).
 END_WITHIN_S = 5.0
@@ -103,6 +105,11 @@ def main(argv: list[str]) -> None:
     if not command:
         sys.exit("usage: supervise.py -- ARGV...")
     _prctl(PR_SET_CHILD_SUBREAPER, 1)  # refused (an old kernel): orphans go up as before
+    # First for the kernel's OOM killer, with all below: a job that outgrows the host's memory goes before the
+    # server. Any process may raise its own score.
+    with suppress(OSError):
+        with open("/proc/self/oom_score_adj", "w") as score:
+            score.write(str(OOM_SCORE_ADJ))
     parent = os.getpid()
     worker = os.fork()
     if worker == 0:

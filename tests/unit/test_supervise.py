@@ -127,3 +127,12 @@ def test_a_command_that_cannot_run_says_so():
         supervised(sys.executable, ["/nonexistent/program"]), capture_output=True, text=True, timeout=30
     )
     assert done.returncode == 127 and "cannot run /nonexistent/program" in done.stderr
+
+
+def test_a_job_goes_first_for_the_kernels_oom_killer_with_all_it_starts():
+    # proc(5): oom_score_adj ranges -1000 to 1000; 1000 makes a process the first the OOM killer chooses.
+    reads = "import subprocess\nprint(subprocess.run(['cat', '/proc/self/oom_score_adj'], capture_output=True).stdout)"
+    done = subprocess.run(
+        supervised(sys.executable, [sys.executable, "-c", reads]), capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "b'1000\\n'", done.stdout
