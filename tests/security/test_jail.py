@@ -266,13 +266,15 @@ def test_a_jailed_process_has_no_capabilities_and_no_new_privileges(jailed):
     probe = (
         "import os\nstatus = open('/proc/self/status').read().splitlines()\n"
         "wanted = [line for line in status if line.startswith(('CapEff', 'NoNewPrivs', 'Seccomp:'))]\n"
-        "raise RuntimeError('STATUS ' + ' '.join(wanted) + f' uid={os.getuid()}')\n"
+        "oom = open('/proc/self/oom_score_adj').read().strip()\n"
+        "raise RuntimeError('STATUS ' + ' '.join(wanted) + f' uid={os.getuid()} oom_score_adj={oom}')\n"
     )
     with ProfilerClient(target, token=SECRET, timeout=600) as client:
         result = client.compile(_source("probe.py", probe))
     text = " ".join(d.message for d in result.diagnostics)
     assert "CapEff:\t0000000000000000" in text, text
     assert "NoNewPrivs:\t1" in text and "Seccomp:\t2" in text, text
+    assert "oom_score_adj=1000" in text, text
     if os.geteuid() == 0:
         assert "uid=0" not in text, text
 
