@@ -76,11 +76,12 @@ def _parents(paths: Sequence[Path], inside: Sequence[Path], made: set[Path]) -> 
 
 def _mounts(plan: JailPlan) -> list[str]:
     made: set[Path] = set()
-    options = _parents(plan.system, (), made)
+    # /tmp first: a tree under it (a checkout, a package folder on PYTHONPATH) is mounted on top, and the
+    # folders leading to it are made in the tmpfs (made before it, they would be hidden, and bubblewrap's own
+    # are 0700: closed to the job's user).
+    options = ["--tmpfs", "/tmp", *_parents(plan.system, (), made)]
     for link, target in plan.symlinks:
         options += ["--symlink", link, str(target)]
-    # /tmp first: a tree under it (a package folder on PYTHONPATH) is mounted on top.
-    options += ["--tmpfs", "/tmp"]
     for path in plan.system:
         options += ["--ro-bind", str(path), str(path)]
     options += ["--proc", "/proc", "--dev", "/dev"]

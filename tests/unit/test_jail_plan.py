@@ -63,8 +63,10 @@ def test_mount_order_hides_then_exposes_and_tmp_comes_before_trees_under_it():
     # The host's /sys only read-only (hwloc's topology), never writable.
     assert _position(argv, "--ro-bind-try", "/sys", "/sys") < _position(argv, "--tmpfs", "/sys/fs/cgroup")
     assert not any(argv[i] in ("--bind", "--dev-bind") and argv[i + 2] == "/sys" for i in range(len(argv) - 2))
-    # Folders leading to a mount are made readable by the job's user (bubblewrap's own would be 0700).
+    # Folders leading to a mount are made readable by the job's user (bubblewrap's own would be 0700), those
+    # under /tmp in its tmpfs, not before it (where it would hide them).
     assert _position(argv, "--perms", "0755", "--dir", "/srv")
+    assert tmp < _position(argv, "--perms", "0755", "--dir", "/tmp")
 
 
 def test_the_cache_index_refuses_a_changed_or_planted_entry(tmp_path):
