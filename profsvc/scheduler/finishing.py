@@ -23,7 +23,7 @@ async def finish_result(
 ) -> ProfileResult:
     """The result as it is answered. Called while the job is admitted: the HTML report it writes counts in the
     job's workspace."""
-    result.timings = dict(job.timings)
+    result.timings = job.timings_so_far()
     _render(result)
     if session is not None and result.ok:
         # Kept as the session's latest, and compared with the one before.

@@ -69,6 +69,10 @@ class Job:
         self.started = time.monotonic()
         self._progress = progress
 
+    def timings_so_far(self) -> dict[str, float]:
+        """The call's stage seconds so far, with its `total` until now (for a result made before the job ends)."""
+        return {**self.timings, "total": time.monotonic() - self.started}
+
     def progress(self, stage: Stage, message: str = "", **fields: int) -> None:
         if self._progress is not None:
             elapsed = time.monotonic() - self.started
@@ -342,4 +346,4 @@ class Scheduler:
         """Build a source; a compile error is a result."""
         async with self.admit(progress) as job:
             result = (await self.build(job, source)).compile
-            return result.model_copy(update={"timings": dict(job.timings)})
+            return result.model_copy(update={"timings": job.timings_so_far()})

@@ -551,3 +551,12 @@ def test_any_ncu_metric_named_is_reported_as_ncus_raw_page_shows_it(served):
     refused = run_cli("analyze", FIXTURES / "seed47_full.ncu-rep", "--server", served, "--metric", "dram bytes")
     assert refused.returncode == 2 and "is not an ncu metric name" in refused.stderr
     assert "[BAD_ARGUMENT]" in refused.stderr
+
+
+def test_every_result_says_where_its_seconds_went_to_its_total(client):
+    # README: "Every result's `timings` says where its seconds went: `total`; ...": the parts lie within it.
+    analyzed = client.analyze(FIXTURES / "seed47_full.ncu-rep")
+    compiled = client.compile(load_source(FIXTURES / "seed47.py"))
+    for timings in (analyzed.timings, compiled.timings):
+        assert "total" in timings, timings
+        assert all(0 <= seconds <= timings["total"] for seconds in timings.values()), timings
