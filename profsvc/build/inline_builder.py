@@ -194,6 +194,8 @@ class TorchBuilders(NamedTuple):
 
     load_inline: Callable[..., Any]
     load: Callable[..., Any]
+    # Where torch is a build without CUDA, it named ("torch 2.13.0+cpu"): it cannot build CUDA code itself.
+    without_cuda: str = ""
 
 
 def torch_builders() -> TorchBuilders:
@@ -216,7 +218,10 @@ def torch_builders() -> TorchBuilders:
 
         return build
 
-    return TorchBuilders(without_import(cpp_extension.load_inline), without_import(cpp_extension.load))
+    import torch
+
+    without_cuda = "" if torch.version.cuda else f"torch {torch.__version__}"
+    return TorchBuilders(without_import(cpp_extension.load_inline), without_import(cpp_extension.load), without_cuda)
 
 
 def materialize(request: BuildRequest, inputs: Path) -> dict[str, Any]:
@@ -374,7 +379,11 @@ def build_call(
         outcome.split_reason, outcome.split_line = decision.split.reason, decision.split.line
     if decision.fast is not None:
         _split_routes(decision.fast, decision.glue_header, outcome, folder, builders, glue)
-    if not outcome.ok:
+    if not outcome.ok and decision.reason != routes.CPP_ONLY and (lacking := builders.without_cuda):
+        # torch's own build of CUDA code links torch's CUDA libraries: a server whose torch has none cannot make
+        # it (the split routes can, with nvcc alone). Worded as torch words a missing GPU, for the compile step.
+        outcome.log = f"torch's own build of CUDA code requires CUDA support, which this server's {lacking} lacks"
+    elif not outcome.ok:
         try:
             as_written(str(folder(ROUTE_TORCH)))
             outcome.ok, outcome.built_in = True, str(folder(ROUTE_TORCH))

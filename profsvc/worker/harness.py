@@ -138,10 +138,12 @@ def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecord
         except Exception as error:
             if args.mode != "compile" or not _needs_a_gpu(error, torch):
                 raise
-            # A module that touches the GPU at import (a stream, a tensor on the device) cannot be imported
-            # here; what it built before that point is in the cache, the rest is built when the GPU job imports it.
+            # A module that touches the GPU at import (a stream, a tensor on the device), or builds what only a
+            # CUDA build of torch builds, cannot be imported here; what it built before that point is in the
+            # cache, the rest is built when the GPU job imports it.
             status["warnings"] = [
-                f"the module uses the GPU at import ({located(error, {main.name}, main.name)['message']}): "
+                f"the module needs CUDA at import, which this server lacks "
+                f"({located(error, {main.name}, main.name)['message']}): "
                 "its import, and any build after that point, happen in the GPU job"
             ]
             status["ok"] = True

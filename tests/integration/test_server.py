@@ -560,3 +560,13 @@ def test_every_result_says_where_its_seconds_went_to_its_total(client):
     for timings in (analyzed.timings, compiled.timings):
         assert "total" in timings, timings
         assert all(0 <= seconds <= timings["total"] for seconds in timings.values()), timings
+
+
+@pytest.mark.skipif(bool(__import__("torch").version.cuda), reason="about a server whose torch has no CUDA")
+def test_a_build_only_torch_can_make_is_a_warning_on_a_server_whose_torch_has_no_cuda():
+    # README: "where the server's torch has no CUDA, compile gives a warning that names the CUDA builds it did
+    # not make": the example's templated launch declines the split route, and torch's own build needs CUDA.
+    done = run_cli("compile", EXAMPLES / "scale_gain.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning: the module needs CUDA at import, which this server lacks" in done.stdout + done.stderr
+    assert "scale_gain_precision" in done.stdout + done.stderr

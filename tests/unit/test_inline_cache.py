@@ -15,6 +15,7 @@ import pytest
 from profsvc.build import inline_builder, routes
 from profsvc.build.inline_builder import ROUTE_FILE, TorchBuilders, build_call, recorded_route
 from profsvc.build.request import LOAD, LOAD_INLINE, BuildRequest, SentFolder
+from profsvc.worker.faults import says_no_gpu
 from profsvc.worker.inline_split import split_source
 from tests.conftest import FIXTURES
 
@@ -159,11 +160,11 @@ def test_host_cflags_replace_the_optimisation_level_with_O1(flags, expected):
     assert routes.glue_cflags(flags) == expected
 
 
-def _builder(tmp_path, build, load=None, glue=None):
+def _builder(tmp_path, build, load=None, glue=None, without_cuda=""):
     """build_call over stand-ins for torch's load_inline (`build(**kwargs)`) and load; the glue header's flags
     name the header, none is made."""
     glue = glue or (lambda header: ["-include", header])
-    builders = TorchBuilders(build, load or (lambda **kwargs: None))
+    builders = TorchBuilders(build, load or (lambda **kwargs: None), without_cuda)
 
     def run(arguments: dict, call: str = LOAD_INLINE, folders: tuple = ()) -> inline_builder.InlineOutcome:
         request = BuildRequest(call, routes.normalize_arguments(arguments), folders)
@@ -244,6 +245,21 @@ def test_a_failed_build_as_written_carries_torchs_error(tmp_path):
     assert not outcome.ok and outcome.route == "torch" and outcome.reason == routes.CPP_ONLY
     assert "expected ';'" in outcome.log
     assert not (tmp_path / "staging" / "key" / ROUTE_FILE).exists()
+
+
+def test_a_torch_without_cuda_makes_no_build_of_cuda_code_as_written_and_says_why(tmp_path):
+    tried = []
+    declined = {**SEED, "cuda_sources": SCALAR_T_OUTSIDE_DISPATCH, "functions": ["run"]}
+    outcome = _builder(tmp_path, lambda **kwargs: tried.append(kwargs), without_cuda="torch 2.13.0+cpu")(declined)
+    assert not outcome.ok and not tried
+    # Worded as torch words a missing GPU (profsvc.worker.faults.NO_GPU): the compile step then warns.
+    assert (
+        outcome.log
+        == "torch's own build of CUDA code requires CUDA support, which this server's torch 2.13.0+cpu lacks"
+    )
+    assert says_no_gpu(outcome.log)
+    # C++ alone it still builds.
+    assert _builder(tmp_path, lambda **kwargs: None, without_cuda="torch 2.13.0+cpu")({**SEED, "cuda_sources": None}).ok
 
 
 def test_a_declined_split_keeps_its_own_reason_and_line_for_other_files(tmp_path):
