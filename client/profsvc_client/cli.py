@@ -261,7 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     analyze = commands.add_parser("analyze", help="read an existing .ncu-rep (no GPU needed)")
     analyze.add_argument("report", type=Path)
-    analyze.add_argument("--out", type=Path, default=None, help="save result.json and report.txt here")
+    analyze.add_argument(
+        "--out", type=Path, default=None, help="save result.json, report.txt, report.html and the charts here"
+    )
     _add_filter(analyze)
     _add_metrics(analyze)
     _add_session(analyze)
@@ -340,6 +342,11 @@ def connect(args: argparse.Namespace) -> Iterator[ProfilerClient]:
         with client:
             yield client
         return
+    if getattr(args, "session", ""):
+        raise errors.InvalidRequest(
+            "--session compares with the last result a server kept: give --server HOST:PORT (a run without one "
+            "keeps nothing once it exits)"
+        )
     services = list(entry_points(group=EMBEDDED_GROUP))
     if not services:
         raise errors.PreconditionFailed(

@@ -570,3 +570,13 @@ def test_a_build_only_torch_can_make_is_a_warning_on_a_server_whose_torch_has_no
     assert done.returncode == 0, done.stdout + done.stderr
     assert "warning: the module needs CUDA at import, which this server lacks" in done.stdout + done.stderr
     assert "scale_gain_precision" in done.stdout + done.stderr
+
+
+def test_a_session_without_a_server_is_refused_in_one_line():
+    # An embedded run keeps no result once it exits: a delta could never come, so it is said at once.
+    done = run_cli("analyze", FIXTURES / "seed47_full.ncu-rep", "--session", "e1")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "profsvc: error: --session compares with the last result a server kept: give --server HOST:PORT (a run "
+        "without one keeps nothing once it exits) [BAD_ARGUMENT]"
+    ]
