@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import stat
 import subprocess
 import uuid
@@ -54,18 +53,17 @@ def read_regular(path: Path, limit: int) -> bytes | None:
 
 
 def remove_tree(path: Path) -> None:
-    """Remove a folder a job wrote in, whatever it made there; never raises. shutil's removal recurses once per
-    level (a job can nest thousands: RecursionError) and stops at a folder its owner made unreadable; coreutils'
-    rm, run where anything is left, does neither."""
-    with contextlib.suppress(RecursionError):
-        shutil.rmtree(path, ignore_errors=True)
-    # chmod -R ignores the links it meets below `path`: it changes nothing outside the folder.
-    remove = ["rm", "-rf", "--one-file-system", "--"]
-    for command in (remove, ["chmod", "-R", "u+rwx", "--"], remove):
+    """Remove a folder a job wrote in, whatever it made there; never raises. coreutils' rm, not shutil's removal:
+    shutil recurses once per level (a job can nest thousands: RecursionError) and holds a descriptor per level.
+    A folder its owner made unreadable is opened up first (find -P: no link is followed, the folder's own name
+    included, so a job that swaps a folder for a link cannot point the server's chmod elsewhere)."""
+    remove = ["rm", "-rf", "--one-file-system", "--", str(path)]
+    opened = ["find", "-P", str(path), "-xdev", "-type", "d", "-exec", "chmod", "u+rwx", "{}", "+"]
+    for command in (remove, opened, remove):
         if not os.path.lexists(path):
             return
         with contextlib.suppress(OSError):
-            subprocess.run([*command, str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
 
 def trash_of(root: Path) -> Path:
@@ -73,15 +71,15 @@ def trash_of(root: Path) -> Path:
     return root.with_name(root.name + ".trash")
 
 
-def remove_tree_soon(path: Path) -> None:
-    """Remove a folder a job wrote in: gone from its place at once (moved to its root's trash), removed off the
-    event loop where one runs (a million files take seconds), else at once."""
+def remove_tree_soon(path: Path, trash_for: Path | None = None) -> None:
+    """Remove a folder a job wrote in: gone from its place at once (moved to the trash of `trash_for`, by default
+    its parent), removed off the event loop where one runs (a million files take seconds), else at once."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         remove_tree(path)
         return
-    trash = trash_of(path.parent)
+    trash = trash_of(trash_for or path.parent)
     try:
         trash.mkdir(exist_ok=True)
         moved = trash / f"{path.name}-{uuid.uuid4().hex}"

@@ -296,7 +296,8 @@ class ReaderPool:
         finally:
             if opened is not None:
                 os.close(opened)
-            remove_tree(folder)
+            # In the reader's own folder, which the reader could change meanwhile: moved (a link, not its target).
+            remove_tree_soon(folder, trash_for=self.root)
             shutil.rmtree(outputs, ignore_errors=True)
             await self._give_back(caller, reader, healthy)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import stat
 import threading
 import time
 from pathlib import Path
@@ -105,6 +106,20 @@ def test_a_folder_nested_deeper_than_pythons_recursion_is_removed(tmp_path):
     remove_tree(job)
     assert not job.exists()
     assert (outside / "keep").read_text() == "the server's"  # a link in the folder is removed, not followed
+
+
+def test_a_link_in_place_of_the_folder_is_removed_and_its_target_left_as_it_was(tmp_path):
+    victim = tmp_path / "victim"
+    (victim / "inner").mkdir(parents=True)
+    (victim / "inner" / "keep").write_text("the server's")
+    for folder in (victim, victim / "inner"):
+        folder.chmod(0o500)
+    link = tmp_path / "job-1"
+    link.symlink_to(victim)
+    remove_tree(link)
+    assert not os.path.lexists(link)
+    assert (victim / "inner" / "keep").read_text() == "the server's"
+    assert [stat.S_IMODE(f.stat().st_mode) for f in (victim, victim / "inner")] == [0o500, 0o500]
 
 
 def test_a_folder_its_owner_made_unreadable_is_removed(tmp_path):
