@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -40,8 +41,8 @@ def _size(text: str) -> int:
 
 
 def _size_or_off(text: str) -> int:
-    """A size as _size reads it, or 0 (off)."""
-    return 0 if text.strip() == "0" else _size(text)
+    """A size as _size reads it, or none at all (`0`, `0G`: off)."""
+    return 0 if re.fullmatch(r"0+(\.0*)?[KMGT]?B?", text.strip().upper()) else _size(text)
 
 
 def add_serve(commands: argparse._SubParsersAction) -> Callable[[argparse.Namespace], int]:  # type: ignore[type-arg]

@@ -151,10 +151,10 @@ class Cells:
                         result = await standby.run(
                             argv[3:], cwd=standby.directory, stdin=text, timeout=timeout, on_stdout=on_stdout
                         )
+                        result = self.disk.explained(standby.directory, result)
                 except StandbyGone:
                     result = None  # it died before taking the job: run the job fresh
                 if result is not None:
-                    result = self.disk.explained(standby.directory, result)
                     add_timing(f"{timing_name(kind)}:run", result.seconds)
                     yield result, standby.directory
                     return

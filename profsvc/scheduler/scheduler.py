@@ -144,6 +144,7 @@ class Scheduler:
         for root in (self.standby.root, self.cells.root, self.config.state_dir / READERS_FOLDER):
             remove_tree(trash_of(root))
         if self.config.disk_reserve_bytes:
+            self.cells.disk.warn_if_low()
             self._disk_guard = asyncio.get_running_loop().create_task(self.cells.disk.watch())
         await asyncio.to_thread(self.index.sweep)
         if not self.config.warm_workers:

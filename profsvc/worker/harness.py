@@ -142,7 +142,7 @@ def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecord
             # CUDA build of torch builds, cannot be imported here; what it built before that point is in the
             # cache, the rest is built when the GPU job imports it.
             status["warnings"] = [
-                f"the module needs CUDA at import, which this server lacks "
+                f"the module needs CUDA at import, which this compile step lacks "
                 f"({located(error, {main.name}, main.name)['message']}): "
                 "its import, and any build after that point, happen in the GPU job"
             ]

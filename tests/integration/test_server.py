@@ -568,7 +568,7 @@ def test_a_build_only_torch_can_make_is_a_warning_on_a_server_whose_torch_has_no
     # not make": the example's templated launch declines the split route, and torch's own build needs CUDA.
     done = run_cli("compile", EXAMPLES / "scale_gain.py")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "warning: the module needs CUDA at import, which this server lacks" in done.stdout + done.stderr
+    assert "warning: the module needs CUDA at import, which this compile step lacks" in done.stdout + done.stderr
     assert "scale_gain_precision" in done.stdout + done.stderr
 
 

@@ -55,7 +55,7 @@ def test_a_stream_made_at_import_compiles_and_says_its_import_waits_for_the_gpu(
     status = _compile(tmp_path, "_COPY_STREAM = torch.cuda.Stream()")
     assert status["ok"], status
     (warning,) = status["warnings"]
-    assert "needs CUDA at import, which this server lacks" in warning and "problem.py" in warning
+    assert "needs CUDA at import, which this compile step lacks" in warning and "problem.py" in warning
 
 
 def test_an_error_of_the_modules_own_at_import_still_fails_the_compile(tmp_path):

@@ -353,6 +353,22 @@ def test_a_load_of_several_files_is_built_as_written_from_the_staging_folder(tmp
     assert "a.cpp, b.cpp" in outcome.detail
 
 
+@pytest.mark.parametrize(("files", "built"), [(("a.cpp", "b.cpp"), True), (("a.cpp", "k.cu"), False)])
+def test_a_torch_without_cuda_builds_a_load_of_cpp_files_not_one_of_cuda_files(tmp_path, files, built):
+    loads = []
+
+    def split_fails(**kwargs):
+        raise RuntimeError("Error building extension 'two': [1/3] nvcc\nFAILED: cuda.cuda.o \nerror")
+
+    folders = (SentFolder("/job/src", dict.fromkeys(files, "int a;")),)
+    arguments = {"name": "two", "sources": [f"/job/src/{name}" for name in files]}
+    cpu_torch = "torch 2.13.0+cpu"
+    run = _builder(tmp_path, split_fails, lambda **kwargs: loads.append(kwargs), without_cuda=cpu_torch)
+    outcome = run(arguments, LOAD, folders)
+    assert outcome.ok == built and len(loads) == int(built)
+    assert built or "requires CUDA support" in outcome.log
+
+
 def test_an_include_folder_sent_by_value_is_read_from_staging_and_a_system_one_in_place(tmp_path):
     calls = []
     folders = (SentFolder("/job/inc", {"act.cuh": "#pragma once\n", "sub/more.h": "int x;\n"}),)
