@@ -14,7 +14,9 @@ import contextlib
 import json
 import logging
 import socket
+import sys
 import time
+from asyncio.subprocess import DEVNULL, PIPE
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -22,13 +24,44 @@ from profsvc.worker.control import CONTROL_FD, MESSAGE_LIMIT
 
 log = logging.getLogger("profsvc.control")
 
-# JSON's cost is in its lists and objects (a line of 16 MiB of `[],` takes about 2 s to parse on the event loop,
-# one string of that size about 0.03 s): a line with more brackets than this is refused unparsed. A build request
-# whose sources hold a million brackets is larger than any this server accepts.
-MAX_BRACKETS = 1_000_000
+# JSON's cost is in its values (16 MiB of `[],` or of `"k":0,` take about 2 s to parse, one string of that size
+# about 0.03 s), and Python's parser holds the interpreter while it runs. A line longer than this is first parsed
+# by a process of its own, which counts its values; the server parses it only where they are few. A build
+# request's sources and files are a few thousand values.
+COUNT_ABOVE_BYTES = 1 << 20
+MAX_VALUES = 200_000
 # A line whose parse took longer than this is answered only after as long again: one job's channel cannot keep
 # the event loop busy more than half the time.
 PARSE_PAUSE_S = 0.01
+# Run as `python -I -S -c COUNT`, the line on stdin: prints how many values it holds; fails where it is not JSON.
+COUNT = """
+import json, sys
+stack, count = [json.loads(sys.stdin.buffer.read())], 0
+while stack:
+    item = stack.pop()
+    count += 1
+    if isinstance(item, dict):
+        count += len(item)
+        stack.extend(item.values())
+    elif isinstance(item, list):
+        stack.extend(item)
+print(count)
+"""
+
+
+async def count_values(line: bytes) -> int | None:
+    """How many values (keys included) the JSON line holds, counted in a process of its own; None where it is
+    not JSON (or nests too deep for the parser)."""
+    counter = await asyncio.create_subprocess_exec(
+        sys.executable, "-I", "-S", "-c", COUNT, stdin=PIPE, stdout=PIPE, stderr=DEVNULL
+    )
+    try:
+        out, _ = await counter.communicate(line)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            counter.kill()
+    return int(out) if counter.returncode == 0 and out.strip().isdigit() else None
+
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -75,8 +108,12 @@ class ServerChannel:
                 await writer.wait_closed()
 
     async def _answer(self, line: bytes) -> dict[str, Any]:
-        if line.count(b"[") + line.count(b"{") > MAX_BRACKETS:
-            return {"ok": False, "error": f"the request holds over {MAX_BRACKETS} lists and objects"}
+        if len(line) > COUNT_ABOVE_BYTES:
+            values = await count_values(line)
+            if values is None:
+                return {"ok": False, "error": "the request is not JSON"}
+            if values > MAX_VALUES:
+                return {"ok": False, "error": f"the request holds over {MAX_VALUES} values"}
         start = time.monotonic()
         try:
             message = json.loads(line)
