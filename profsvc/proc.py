@@ -33,6 +33,9 @@ class ProcessTree(Protocol):
     def remove(self) -> None:
         """Release it once its processes are gone."""
 
+    def pids(self) -> list[int]:
+        """The processes in it now."""
+
 
 @dataclass(frozen=True)
 class Launch:
@@ -242,6 +245,18 @@ class StartedProcess:
         closed them, which a child it left behind may not do for long."""
         while self.process.returncode is None:
             await asyncio.sleep(_EXIT_POLL_S)
+
+    async def emptied(self, within: float) -> bool:
+        """Once finished: wait until no process of its tree is left (a killed process may take a moment to end,
+        and a GPU process to let go of its GPU); whether none is."""
+        deadline = time.monotonic() + within
+        while self.tree is not None and self.tree.pids():
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(_EXIT_POLL_S)
+        if self.tree is not None:
+            self.tree.remove()
+        return True
 
     async def finish(self, timeout: float | None) -> ProcessResult:
         """Wait for the exit (killing the group at `timeout` or on cancellation), kill what it left running in

@@ -50,6 +50,8 @@ PRIME_TIMEOUT_S = 30.0
 # How long the GPU must have been free before the pool primes: a job that follows another at once (an agent's
 # evaluate after its profile) goes first, instead of waiting about a second for the priming.
 PRIME_IDLE_S = 0.5
+# How long a worker whose prime was stopped may take to end, every process of it, before the job goes on.
+STOP_WITHIN_S = 10.0
 # A kind whose workers fail to come up this many times in a row is no longer kept (each failure costs a job time).
 MAX_FAILED_STARTS = 3
 # How long a line to a worker may wait for the worker to read room for it in the FIFO (it reads all the time).
@@ -324,10 +326,13 @@ class StandbyPool:
                             # Killed, not discarded: the job that takes it logs why it failed, from its output.
                             standby.process.kill()
                         return
-                    # A job came for the GPU: a new worker in its place, and the next oldest primes later.
+                    # A job came for the GPU: a new worker in its place, and the next oldest primes later. The
+                    # GPU is the job's once every process of the worker has ended (ncu and its target let go).
                     if task in waiting:
                         waiting.remove(task)
                     standby.discard()
+                    await standby.process.finish(0)
+                    await standby.process.emptied(STOP_WITHIN_S)
                     self._refill(kind)
             # A job took it meanwhile (and ran on it unprimed) or stopped its prime: go on with the next oldest.
 

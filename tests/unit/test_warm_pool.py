@@ -278,6 +278,38 @@ def test_started_process_kill_ends_it_and_running_says_so():
     assert not result.timed_out
 
 
+class _SlowTree:
+    """Stands for a jail's cgroup whose killed processes take a few looks to end."""
+
+    def __init__(self, looks: int) -> None:
+        self.looks, self.removed = looks, False
+
+    def kill(self) -> None:
+        pass
+
+    def remove(self) -> None:
+        self.removed = True
+
+    def pids(self) -> list[int]:
+        self.looks -= 1
+        return [12345] if self.looks > 0 else []
+
+
+@pytest.mark.parametrize(("looks", "within", "emptied"), [(5, 10.0, True), (10**9, 0.05, False)])
+def test_emptied_waits_for_every_process_of_the_tree_to_end(looks, within, emptied):
+    tree = _SlowTree(looks)
+
+    async def body() -> bool:
+        launch = proc.Launch(argv=("true",), tree=tree)
+        process = await StartedProcess.start(["true"], cwd=Path("/"), env=os.environ, launch=launch)
+        await process.finish(10)
+        tree.removed = False  # finish tries once; emptied removes it once empty
+        return await process.emptied(within)
+
+    assert asyncio.run(body()) is emptied
+    assert tree.removed is emptied and (tree.looks <= 0) is emptied
+
+
 def test_started_process_finish_cancelled_kills_the_group():
     async def body():
         process = await StartedProcess.start(["sh", "-c", "sleep 30 & wait"], cwd=Path("/"), env=os.environ)
