@@ -13,6 +13,7 @@ import os
 import stat
 import subprocess
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -64,6 +65,15 @@ def remove_tree(path: Path) -> None:
             return
         with contextlib.suppress(OSError):
             subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+
+def remove_left_behind(root: Path, alive: Callable[[int], bool]) -> None:
+    """Remove the folders under `root` named `NAME-PID-N` (a job process's, made by the server PID) whose server
+    is gone (stopped by SIGKILL or a crash before it could remove them)."""
+    for folder in root.glob("*-*-*"):
+        pid = folder.name.rsplit("-", 2)[1]
+        if pid.isdigit() and not alive(int(pid)):
+            remove_tree(folder)
 
 
 def trash_of(root: Path) -> Path:

@@ -25,7 +25,7 @@ from profsvc.config import ServerConfig
 from profsvc.host import HostInfo
 from profsvc.jail import Jail, close_jail
 from profsvc.jobenv import torch_arch_list
-from profsvc.jobfiles import remove_tree, trash_of
+from profsvc.jobfiles import remove_left_behind, remove_tree, trash_of
 from profsvc.kinds import Built, KindContext, kind_named
 from profsvc.ncu.command import ncu_command
 from profsvc.proc import ProcessResult
@@ -40,7 +40,7 @@ from profsvc.scheduler.readers import ReaderPool
 from profsvc.scheduler.sessions import SessionStore
 from profsvc.scheduler.warm_pool import StandbyPool, StandbySpec
 from profsvc.telemetry import Telemetry, collect_timings
-from profsvc.worker.warm import WARM_LIBRARIES, WARM_PROFILER
+from profsvc.worker.warm import WARM_LIBRARIES, WARM_PROFILER, pid_alive
 from profsvc_contract.errors import PreconditionFailed, Reason, ResourceExhausted
 from profsvc_contract.models import CompileResult, Progress, Stage
 
@@ -139,9 +139,9 @@ class Scheduler:
 
     async def start(self) -> None:
         """Check the build cache against its index and start the warm workers the configuration asks for."""
-        self.standby.remove_stale()
-        # What a server stopped mid-removal left of its jobs' folders.
+        # What a server stopped before it could remove them left of its jobs' folders.
         for root in (self.standby.root, self.cells.root, self.config.state_dir / READERS_FOLDER):
+            remove_left_behind(root, pid_alive)
             remove_tree(trash_of(root))
         if self.config.disk_reserve_bytes:
             self.cells.disk.warn_if_low()

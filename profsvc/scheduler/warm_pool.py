@@ -39,7 +39,7 @@ from profsvc.jobfiles import remove_tree, remove_tree_soon
 from profsvc.proc import Launch, ProcessResult, StartedProcess
 from profsvc.scheduler.control import Handler, ServerChannel
 from profsvc.telemetry import add_timing
-from profsvc.worker.warm import CHANNEL, LOADED, PRIME, READY, pid_alive
+from profsvc.worker.warm import CHANNEL, LOADED, PRIME, READY
 
 log = logging.getLogger("profsvc.standby")
 
@@ -239,13 +239,6 @@ class StandbyPool:
         for _ in range(depth):
             self._refill(kind)
         self._prime_oldest(kind)
-
-    def remove_stale(self) -> None:
-        """Remove the directories of workers whose server is gone (one stopped by SIGKILL or a crash)."""
-        for directory in self.root.glob("*-*-*"):
-            pid = directory.name.rsplit("-", 2)[1]
-            if pid.isdigit() and not pid_alive(int(pid)):
-                remove_tree(directory)
 
     def kinds(self) -> list[str]:
         """The kinds kept warm."""

@@ -156,7 +156,11 @@ def test_a_server_starts_on_a_state_folder_a_job_left_nested_deep(tmp_path):
     state = tmp_path / "state"
     _nest(state / "standby" / "compile-999999999-1", 3000)
     _nest(trash_of(state / "cells") / "cell-1-1", 3000)
+    # A fresh process's cell and a reader's folder, of a server that is gone and of this one (still in use).
+    for folder in ("cells/cell-999999999-4", "readers/reader-999999999-2", f"cells/cell-{os.getpid()}-7"):
+        (state / folder).mkdir(parents=True)
     scheduler = Scheduler(ServerConfig(state_dir=state, warm_workers=False), HostInfo(), None, Telemetry())
     asyncio.run(scheduler.start())
-    assert not list((state / "standby").iterdir())
+    assert not list((state / "standby").iterdir()) and not list((state / "readers").iterdir())
+    assert [p.name for p in (state / "cells").iterdir()] == [f"cell-{os.getpid()}-7"]
     assert not trash_of(state / "cells").exists()
