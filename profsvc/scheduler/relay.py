@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
+from profsvc.jobfiles import remove_tree
 from profsvc.proc import ProcessResult
 from profsvc.worker.exchange import EXCHANGE_FILE
 from profsvc.worker.faults import signal_name
@@ -39,6 +41,12 @@ def move_files(names: Any, source: Path | None, target: Path | None, allowed: se
         if path.is_symlink() or not path.is_file():
             continue
         os.replace(path, target / name)
+        # Checked again where it landed, out of the sender's reach: it could have swapped the file for a link, a
+        # FIFO or a folder between the check and the move.
+        landed = os.lstat(target / name)
+        if not stat.S_ISREG(landed.st_mode) or landed.st_nlink != 1:
+            remove_tree(target / name)
+            continue
         moved.append(name)
     return moved
 

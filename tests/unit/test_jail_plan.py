@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -133,6 +134,28 @@ def test_only_plain_files_cross_between_cells(tmp_path):
     (source / "link.pt").symlink_to("/etc/passwd")
     moved = move_files(["out-1.pt", "link.pt", "../escape", "/etc/passwd", 3], source, target)
     assert moved == ["out-1.pt"] and (target / "out-1.pt").is_file() and not (target / "link.pt").exists()
+
+
+@pytest.mark.parametrize("swapped_for", ["link", "fifo", "folder"])
+def test_a_file_swapped_between_the_check_and_the_move_does_not_cross(tmp_path, monkeypatch, swapped_for):
+    source, target = tmp_path / "candidate", tmp_path / "judge"
+    source.mkdir()
+    target.mkdir()
+    (source / "out-1.pt").write_bytes(b"x")
+    replace = os.replace
+
+    def swap_then_replace(src, dst):  # the sender's move in the window the relay leaves
+        Path(src).unlink()
+        {
+            "link": lambda: Path(src).symlink_to("/etc/passwd"),
+            "fifo": lambda: os.mkfifo(src),
+            "folder": Path(src).mkdir,
+        }[swapped_for]()
+        replace(src, dst)
+
+    monkeypatch.setattr("profsvc.scheduler.relay.os.replace", swap_then_replace)
+    assert move_files(["out-1.pt"], source, target) == []
+    assert not os.path.lexists(target / "out-1.pt")
 
 
 def test_the_relay_pairs_commands_and_results_and_reports_a_candidate_that_died(tmp_path):
