@@ -434,7 +434,7 @@ def _emit_compile(result: CompileResult, args: argparse.Namespace) -> int:
         for unit in result.units:
             how = "cached" if unit.cached else f"{unit.seconds:.1f} s"
             route = f", {unit.route}" if unit.route else ""
-            print(f"  built {unit.name} ({how}{route})")
+            print(f"  {'could not build' if unit.failed else 'built'} {unit.name} ({how}{route})")
             if unit.route_reason:
                 print(f"    {unit.route_reason}: {unit.route_detail}")
         for d in result.diagnostics:

@@ -188,6 +188,8 @@ class BuiltUnit(_Model):
     route: str = ""
     route_reason: str = ""
     route_detail: str = ""
+    # Tried and failed (the compile's diagnostics say why): nothing of it is in the cache.
+    failed: bool = False
 
 
 class CompileResult(_Model):

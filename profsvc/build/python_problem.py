@@ -167,6 +167,7 @@ def compile_result(status: HarnessStatus, user_file: str, seconds: float) -> Com
             route=str(b.get("route", "")),
             route_reason=str(b.get("route_reason", "")),
             route_detail=str(b.get("route_detail", "")),
+            failed=not b.get("build_directory"),
         )
         for b in status.builds
     ]
@@ -196,4 +197,5 @@ def unit_line(unit: BuiltUnit) -> str:
     """One line per build: what was built, how, and, where a faster route was declined, why."""
     how = "cached" if unit.cached else f"{unit.seconds:.1f} s"
     declined = f"; {unit.route_reason}: {unit.route_detail}" if unit.route_reason else ""
-    return f"built {unit.name} ({how}): route {unit.route or 'unknown'}{declined}"
+    done = "could not build" if unit.failed else "built"
+    return f"{done} {unit.name} ({how}): route {unit.route or 'unknown'}{declined}"

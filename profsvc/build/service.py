@@ -252,8 +252,9 @@ class BuildService:
             route=str(reply.get("route", "")),
             route_reason=str(reply.get("reason", "")),
             route_detail=reply["detail"],
+            failed=not reply.get("ok"),
         )
-        log.info(unit_line(unit) if reply.get("ok") else f"{unit_line(unit)}; the build failed")
+        log.info(unit_line(unit))
         return reply
 
     def _finish(self, process: ProcessResult, cell: Path, key: str, artifact: str) -> dict[str, Any]:

@@ -119,7 +119,9 @@ def test_a_status_with_malformed_warnings_is_not_trusted(tmp_path, warnings):
 
 
 def test_each_build_names_its_route_and_why_a_faster_one_was_declined():
-    fast = InlineBuild(name="add", cache_key="k1", cached=False, seconds=4.5, route="split-light")
+    fast = InlineBuild(
+        name="add", cache_key="k1", cached=False, seconds=4.5, route="split-light", build_directory="/c/1"
+    )
     declined = InlineBuild(
         name="sort",
         cache_key="k2",
@@ -127,15 +129,20 @@ def test_each_build_names_its_route_and_why_a_faster_one_was_declined():
         route="torch",
         route_reason="split_declined",
         route_detail="host code uses thrust, which only nvcc compiles (line 31)",
+        build_directory="/c/2",
     )
-    status = HarnessStatus(ok=True, stage="compiling", builds=[asdict(fast), asdict(declined)])
+    # A build that failed has no folder in the cache: it is listed, and said to have failed.
+    failed = InlineBuild(name="gemm", cache_key="k3", seconds=2.0, route="torch")
+    status = HarnessStatus(ok=True, stage="compiling", builds=[asdict(fast), asdict(declined), asdict(failed)])
     result = compile_result(status, "cand.py", 5.0)
-    assert [(u.route, u.route_reason) for u in result.units] == [("split-light", ""), ("torch", "split_declined")]
+    assert [(u.route, u.route_reason) for u in result.units][:2] == [("split-light", ""), ("torch", "split_declined")]
+    assert [u.failed for u in result.units] == [False, False, True]
     assert to_model(to_proto(result, pb.CompileResult), CompileResult) == result
     assert unit_line(result.units[0]) == "built add (4.5 s): route split-light"
     assert unit_line(result.units[1]) == (
         "built sort (cached): route torch; split_declined: host code uses thrust, which only nvcc compiles (line 31)"
     )
+    assert unit_line(result.units[2]) == "could not build gemm (2.0 s): route torch"
 
 
 def test_a_build_recorded_without_a_route_reads_as_unknown():

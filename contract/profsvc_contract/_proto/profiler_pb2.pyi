@@ -195,7 +195,7 @@ class Diagnostic(_message.Message):
     def __init__(self, file: _Optional[str] = ..., line: _Optional[int] = ..., column: _Optional[int] = ..., severity: _Optional[_Union[Severity, str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class BuiltUnit(_message.Message):
-    __slots__ = ("name", "cache_key", "cached", "seconds", "route", "route_reason", "route_detail")
+    __slots__ = ("name", "cache_key", "cached", "seconds", "route", "route_reason", "route_detail", "failed")
     NAME_FIELD_NUMBER: _ClassVar[int]
     CACHE_KEY_FIELD_NUMBER: _ClassVar[int]
     CACHED_FIELD_NUMBER: _ClassVar[int]
@@ -203,6 +203,7 @@ class BuiltUnit(_message.Message):
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     ROUTE_REASON_FIELD_NUMBER: _ClassVar[int]
     ROUTE_DETAIL_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
     name: str
     cache_key: str
     cached: bool
@@ -210,7 +211,8 @@ class BuiltUnit(_message.Message):
     route: str
     route_reason: str
     route_detail: str
-    def __init__(self, name: _Optional[str] = ..., cache_key: _Optional[str] = ..., cached: _Optional[bool] = ..., seconds: _Optional[float] = ..., route: _Optional[str] = ..., route_reason: _Optional[str] = ..., route_detail: _Optional[str] = ...) -> None: ...
+    failed: bool
+    def __init__(self, name: _Optional[str] = ..., cache_key: _Optional[str] = ..., cached: _Optional[bool] = ..., seconds: _Optional[float] = ..., route: _Optional[str] = ..., route_reason: _Optional[str] = ..., route_detail: _Optional[str] = ..., failed: _Optional[bool] = ...) -> None: ...
 
 class CompileResult(_message.Message):
     __slots__ = ("ok", "diagnostics", "log", "seconds", "units", "timings")
