@@ -379,7 +379,7 @@ def build_call(
         outcome.split_reason, outcome.split_line = decision.split.reason, decision.split.line
     if decision.fast is not None:
         _split_routes(decision.fast, decision.glue_header, outcome, folder, builders, glue)
-    if not outcome.ok and _has_cuda_sources(arguments) and (lacking := builders.without_cuda):
+    if not outcome.ok and request.has_cuda and (lacking := builders.without_cuda):
         # torch's own build of CUDA code links torch's CUDA libraries: a server whose torch has none cannot make
         # it (the split routes can, with nvcc alone). Worded as torch words a missing GPU, for the compile step.
         outcome.log = f"torch's own build of CUDA code requires CUDA support, which this server's {lacking} lacks"
@@ -393,14 +393,6 @@ def build_call(
         (Path(outcome.built_in) / ROUTE_FILE).write_text(json.dumps(outcome.record()))
     outcome.seconds = time.monotonic() - start
     return outcome
-
-
-def _has_cuda_sources(arguments: dict[str, Any]) -> bool:
-    """Whether a call builds CUDA code: load_inline's cuda_sources, or a .cu file among load's sources."""
-    if arguments.get("cuda_sources"):
-        return True
-    sources = arguments.get("sources") or []
-    return any(str(source).endswith((".cu", ".cuh")) for source in ([sources] if isinstance(sources, str) else sources))
 
 
 def recorded_route(folder: Path) -> dict[str, Any]:
