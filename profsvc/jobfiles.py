@@ -18,7 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 
-_NOFOLLOW_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# A folder opened for its entries, never through a link.
+NOFOLLOW_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # Removals one at a time, on a thread of their own: a job's million files never hold up the threads builds and
 # reports run on.
 _REMOVER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="profsvc-remove")
@@ -40,7 +41,7 @@ def open_regular_at(folder: int, name: str) -> BinaryIO | None:
 def read_regular(path: Path, limit: int) -> bytes | None:
     """What the plain file at `path` holds; None where it is a link, not a plain file, has a second hard link or
     holds more than `limit` bytes. FileNotFoundError where there is nothing of that name."""
-    folder = os.open(path.parent, _NOFOLLOW_DIRECTORY)
+    folder = os.open(path.parent, NOFOLLOW_DIRECTORY)
     try:
         try:
             file = open_regular_at(folder, path.name)

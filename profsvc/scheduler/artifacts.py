@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import BinaryIO
 
-from profsvc.jobfiles import open_regular_at
+from profsvc.jobfiles import NOFOLLOW_DIRECTORY, open_regular_at
 from profsvc_contract.models import ArtifactRef
 
 _JOB_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -32,7 +32,6 @@ CONTENT_TYPES = {
     ".svg": "image/svg+xml",
     ".html": "text/html",
 }
-_NOFOLLOW_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def tree_bytes(path: Path) -> int:
@@ -116,9 +115,9 @@ class Workspaces:
         *folders, name = [job_id, *relative.split("/")]
         descriptors: list[int] = []
         try:
-            descriptors.append(os.open(self.root, _NOFOLLOW_DIRECTORY))
+            descriptors.append(os.open(self.root, NOFOLLOW_DIRECTORY))
             for folder in folders:
-                descriptors.append(os.open(folder, _NOFOLLOW_DIRECTORY, dir_fd=descriptors[-1]))
+                descriptors.append(os.open(folder, NOFOLLOW_DIRECTORY, dir_fd=descriptors[-1]))
             file = open_regular_at(descriptors[-1], name)
         except OSError:
             return None
