@@ -84,12 +84,14 @@ def located(error: BaseException, user_files: set[str], main_file: str) -> dict[
 
 @contextmanager
 def phase(status: dict[str, Any], name: str) -> Iterator[None]:
-    """Time one phase of the job into status["phases"] (seconds; names in build.python_problem.HARNESS_PHASES)."""
+    """Time one phase of the job into status["phases"] (seconds; names in build.python_problem.HARNESS_PHASES),
+    added to what the phase took before (the judge's exchange comes in many parts)."""
     start = time.monotonic()
     try:
         yield
     finally:
-        status.setdefault("phases", {})[name] = time.monotonic() - start
+        phases = status.setdefault("phases", {})
+        phases[name] = phases.get(name, 0.0) + time.monotonic() - start
 
 
 def _needs_a_gpu(error: BaseException, torch: Any) -> bool:

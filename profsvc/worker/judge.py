@@ -24,8 +24,6 @@ import contextlib
 import hashlib
 import json
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,29 +82,21 @@ def _timing(value: Any) -> dict[str, Any]:
 class CandidateProcess:
     """The candidate's model as the judge sees it: each method is one command to its process."""
 
-    def __init__(self, channel: ControlChannel, cell: Path, torch: Any) -> None:
+    def __init__(self, channel: ControlChannel, cell: Path, torch: Any, status: dict[str, Any]) -> None:
         self.channel = channel
         self.cell = cell
         self.torch = torch
         self._serial = 0
-        # Phases of the judge's status: tensors written and read for the other process (with their host and
-        # device copies), and the waits for its answers (its own reading, writing and running).
-        self.seconds = {"exchange": 0.0, "candidate_wait": 0.0}
-
-    @contextlib.contextmanager
-    def _timed(self, part: str) -> Iterator[None]:
-        start = time.monotonic()
-        try:
-            yield
-        finally:
-            self.seconds[part] += time.monotonic() - start
+        # The judge's status, whose phases take the exchange's parts: tensors written and read for the other
+        # process (with their host and device copies), and the waits for its answers.
+        self.status = status
 
     def _name(self, stem: str) -> str:
         self._serial += 1
         return exchange_name(stem, self._serial)
 
     def _ask(self, command: dict[str, Any], files: list[str]) -> tuple[dict[str, Any], list[str]]:
-        with self._timed("candidate_wait"):
+        with phase(self.status, "candidate_wait"):
             reply = self.channel.request("candidate", command=command, files=files)
         if reply.get("gone"):
             raise CandidateGone(reply)
@@ -120,7 +110,7 @@ class CandidateProcess:
 
     def _send(self, stem: str, value: Any) -> str:
         name = self._name(stem)
-        with self._timed("exchange"):
+        with phase(self.status, "exchange"):
             save(self.cell / name, value, self.torch)
         return name
 
@@ -128,7 +118,7 @@ class CandidateProcess:
         if name not in files:
             raise CandidateFailed({"kind": "worker_exit", "message": "the candidate's process sent no outputs"})
         try:
-            with self._timed("exchange"):
+            with phase(self.status, "exchange"):
                 return load(self.cell / name, self.torch)
         except Exception as error:  # anything it wrote that is not plain tensors is refused
             message = f"the candidate's process sent outputs that are not plain tensors ({type(error).__name__})"
@@ -151,7 +141,7 @@ class CandidateProcess:
         if not isinstance(returned, dict) or not isinstance(returned.get("outputs"), list):
             raise CandidateFailed({"kind": "runtime_error", "message": "the candidate's process sent no outputs"})
         kernels, left = result.get("kernels", []), result.get("left_running", [])
-        with self._timed("exchange"):
+        with phase(self.status, "exchange"):
             outputs = [to_device(v, torch) for v in returned["outputs"]]
             inputs = [to_device(v, torch) for v in returned.get("inputs", [])]
         return CandidateCall(
@@ -176,7 +166,7 @@ class CandidateProcess:
         outputs = returned.get("outputs") if isinstance(returned, dict) else None
         if not isinstance(outputs, list):
             raise CandidateFailed({"kind": "runtime_error", "message": "the candidate's process sent no outputs"})
-        with self._timed("exchange"):
+        with phase(self.status, "exchange"):
             on_device = [to_device(v, self.torch) for v in outputs]
         return flatten(on_device, self.torch)
 
@@ -248,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     if channel is None:
         status.update(kind="worker_exit", message="the judge has no channel to the candidate's process")
     else:
-        candidate = CandidateProcess(channel, Path(args.status).parent, torch)
+        candidate = CandidateProcess(channel, Path(args.status).parent, torch, status)
         gone = False
         try:
             # As the candidate's process builds (the harness's --lineinfo): one cache entry serves both.
@@ -278,7 +268,6 @@ def main(argv: list[str] | None = None) -> int:
             if not gone:
                 with contextlib.suppress(ConnectionError, OSError):
                     candidate.exit()
-            status.setdefault("phases", {}).update(candidate.seconds)
     # Written aside, then put in place: whatever lies at the status's name by then is replaced.
     written = Path(args.status).with_name(Path(args.status).name + ".new")
     written.write_text(json.dumps(status))
