@@ -72,6 +72,12 @@ class ProcessResult:
         """True when the process exited with status 0 in time."""
         return self.returncode == 0 and not self.timed_out
 
+    @property
+    def output(self) -> str:
+        """What it printed: its stdout, then its stderr (where a traceback goes, so it comes last). Both, always:
+        a library's warning on stderr must not hide the line a dying process printed on stdout."""
+        return "\n".join(text.rstrip("\n") for text in (self.stdout, self.stderr) if text.strip())
+
 
 def _tail(data: bytes) -> str:
     return data[-OUTPUT_LIMIT:].decode("utf-8", errors="replace")

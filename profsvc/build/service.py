@@ -178,7 +178,7 @@ class BuildService:
             try:
                 outcome = json.loads(_result(cell))["headers"]
             except (OSError, ValueError, KeyError, TypeError):
-                tail = (process.stderr or process.stdout).strip()[-2000:]
+                tail = process.output.strip()[-2000:]
                 log.warning("the glue headers were not made (exit status %s): %s", process.returncode, tail)
                 return
             await asyncio.to_thread(self._install_pch, cell)
@@ -262,7 +262,7 @@ class BuildService:
             outcome = _checked(json.loads(_result(cell)))
         except (OSError, ValueError):
             why = "it ran past its time limit" if process.timed_out else f"exit status {process.returncode}"
-            tail = (process.stderr or process.stdout).strip()[-4000:]
+            tail = process.output.strip()[-4000:]
             return {"ok": False, "route": "torch", "log": f"the builder failed ({why})\n{tail}"}
         if not outcome.get("ok"):
             return {**outcome, "cached": False}

@@ -104,7 +104,7 @@ class PythonProblem:
                     cell / STATUS_NAME,
                     returncode=process.returncode,
                     timed_out=process.timed_out,
-                    output=process.stderr or process.stdout,
+                    output=process.output,
                 )
         result = compile_result(status, source.main_name, time.monotonic() - start)
         context.compiled.put(source, result, status)

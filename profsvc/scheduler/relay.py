@@ -91,7 +91,7 @@ class Relay:
     def candidate_ended(self, process: ProcessResult | None) -> None:
         """The candidate's process is over: a pending or later command of the judge's is answered `gone`."""
         returncode = process.returncode if process is not None else -1
-        output = (process.stderr or process.stdout)[-4000:] if process is not None else ""
+        output = process.output[-4000:] if process is not None else ""
         self._gone = {"gone": True, "returncode": returncode, "died": signal_name(returncode), "output": output}
         self._results.put_nowait(self._gone)
         self._listening.set()

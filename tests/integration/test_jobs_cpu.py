@@ -203,6 +203,19 @@ def test_a_status_file_the_job_overwrote_is_a_result_not_an_internal_error(cpu_c
     assert "status file is not one the harness wrote" in result.diagnostics[0].message
 
 
+def test_a_job_that_dies_shows_what_it_printed_on_both_streams(cpu_client):
+    # On a GPU host torch warns on stderr at import ("No CUDA runtime is found"): what the module printed on
+    # stdout before it died must still reach the user.
+    dying = (
+        "import os, signal, sys\nprint('stdout-before-death', flush=True)\n"
+        "print('a library warning', file=sys.stderr, flush=True)\nos.kill(os.getpid(), signal.SIGKILL)\n" + PROBLEM
+    )
+    result = cpu_client.compile(_source("dying.py", dying))
+    assert not result.ok
+    text = "\n".join([*(d.message for d in result.diagnostics), result.log])
+    assert "stdout-before-death" in text and "a library warning" in text, text
+
+
 def test_a_job_that_loops_forever_is_killed_at_its_limit(short_client):
     start = time.monotonic()
     result = short_client.compile(_source("spin.py", "while True:\n    pass\n" + PROBLEM))
