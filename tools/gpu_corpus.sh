@@ -4,7 +4,7 @@
 #   bench  benchmarks/bench_corpus_build.py: every corpus source built cold through a jailed `profsvc serve` (its
 #          glue headers made at its start) and with torch's own load_inline, alternating (extra args go to the
 #          benchmark: --jobs, --limit N, --sample N, --alone N: then every source cold on a second server, N at a
-#          time)
+#          time), stopped after CORPUS_TIMEOUT_S seconds (570)
 #   test   tests/gpu/test_corpus_gpu.py: through one jailed server, each candidate compiles on its manifest's route
 #          and passes the correctness check
 # Usage: tools/gpu_corpus.sh STAGE [args]
@@ -29,7 +29,7 @@ dpkg -x .whl/debs/bubblewrap_*.deb /tmp/bwrap && export PROFSVC_BWRAP=/tmp/bwrap
 } >"$out/env-corpus.txt" 2>&1
 case "$stage" in
   bench)
-    timeout 570 python3 benchmarks/bench_corpus_build.py --out "$out/corpus-build" "$@" 2>"$out/corpus-build.log"
+    timeout "${CORPUS_TIMEOUT_S:-570}" python3 benchmarks/bench_corpus_build.py --out "$out/corpus-build" "$@" 2>"$out/corpus-build.log"
     echo "bench exit $?"
     tail -5 "$out/corpus-build.log"
     grep -c '"message": "built ' "$out/corpus-build/server.log" | sed 's/^/server log lines of builds: /'

@@ -326,8 +326,11 @@ def _attack_under_ncu(target: str, config: ServerConfig, token_file: Path, host_
         'attempt("daemon", daemon)\n',
         'attempt("daemon", daemon)\n'
         'attempt("signal_server", lambda: os.kill(SERVER_PID, 0) or "visible")\n'
-        # ncu's injection: libraries of its install folder mapped into this process.
-        'attempt("under_ncu", lambda: sorted({l.split()[-1] for l in open("/proc/self/maps") if NCU_DIR in l}))\n',
+        # ncu's injection: libraries of its install (`nsight-compute` in every layout: /opt/nvidia/nsight-compute/V,
+        # CUDA's nsight-compute-V) mapped into this process. ncu 2025.3.1 leaves no CUDA_INJECTION64_PATH here, and
+        # `ncu` on PATH may be a wrapper script outside its install.
+        'attempt("under_ncu", lambda: sorted({l.split()[-1] for l in open("/proc/self/maps")'
+        ' if "nsight-compute" in l}))\n',
     ).replace(
         'attempt("kill_parent", lambda: os.kill(os.getppid(), signal.SIGKILL) or "sent")\n'
         'attempt("kill_everyone", kill_everyone)\n',
@@ -343,7 +346,6 @@ def _attack_under_ncu(target: str, config: ServerConfig, token_file: Path, host_
         "PORT": target.rsplit(":", 1)[1],
         "DAEMON_SECONDS": DAEMON_SECONDS,
         "SERVER_PID": os.getpid(),
-        "NCU_DIR": str(Path(shutil.which("ncu") or "ncu").resolve().parent),
     }.items():
         text = f"{name} = {value!r}\n" + text
     with ProfilerClient(target, token=SECRET, timeout=900) as client:
@@ -355,7 +357,7 @@ def _attack_under_ncu(target: str, config: ServerConfig, token_file: Path, host_
         match = re.search(r"ATTACK (\{.*\})", attacked.error.message)
         assert match, attacked.error.message
         record = json.loads(match.group(1))
-        assert record["under_ncu"].startswith("['"), record["under_ncu"]
+        assert record["under_ncu"].startswith("['"), record
         assert not {name: got for name, got in record.items() if SECRET in got}, record
         for name in ("token_file", "shadow", "write_etc", "write_state", "write_cache"):
             assert record[name].startswith("blocked"), (name, record[name])
