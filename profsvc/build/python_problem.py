@@ -25,8 +25,10 @@ STATUS_LIMIT = 8 << 20
 HARNESS_PHASES = (
     *("load", "prebuild", "first_call", "warmup", "measured_call"),
     # The judge's (profsvc.worker.judge): its set-up, its checks, its side of the exchange with the candidate's
-    # process (tensors written and read, with their copies) and its waits for that process's answers.
+    # process (tensors written and read, with their copies) and its waits for that process's answers; within the
+    # benchmark, its own parts: the timed input sets, the reference's timing, the refilled-buffers check.
     *("setup", "correctness", "benchmark", "exchange", "candidate_wait"),
+    *("timing_inputs", "reference_timing", "reuse_check"),
 )
 
 

@@ -10,7 +10,10 @@ contain it.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from profsvc.worker.correctness import Tolerances, clone_inputs, compare_all, flatten, trial_seed
@@ -86,10 +89,12 @@ def run_benchmark(
     torch: Any,
     models_seed: int,
     precision: str,
+    phase: Callable[[str], AbstractContextManager[None]] = lambda _name: contextlib.nullcontext(),
 ) -> dict[str, Any]:
     """Time both models at the nominal shapes in a precision mode (the reference built after seeding with
     `models_seed` from the same init inputs, and cast, as the candidate's was); return the BenchmarkResult
-    fields. Without a candidate (a published problem), the reference alone."""
+    fields. Without a candidate (a published problem), the reference alone. `phase(name)` times the judge's own
+    parts (the candidate's are its waits and exchange)."""
     JITTER.nominal()
     init = cast_values(problem.get_init_inputs(), precision, torch)
     torch.manual_seed(models_seed)
@@ -104,14 +109,18 @@ def run_benchmark(
         return cast_values(inputs, precision, torch)
 
     with torch.no_grad():
-        sets = input_sets(make_inputs, torch)
+        with phase("timing_inputs"):
+            sets = input_sets(make_inputs, torch)
         if candidate is None:
-            timed = time_model(reference, sets, warmup, trials, torch)
+            with phase("reference_timing"):
+                timed = time_model(reference, sets, warmup, trials, torch)
             public = {k: v for k, v in timed.items() if not k.startswith("_")}
             return {"ok": True, "reference": public, "method": METHOD, "clocks_mhz": clocks_mhz()}
         timed_candidate = candidate.time(sets, warmup, trials)
-        timed_reference = time_model(reference, sets, warmup, trials, torch)
-        reuse = reuse_violation(reference, candidate, sets[0], torch, tolerances(precision))
+        with phase("reference_timing"):
+            timed_reference = time_model(reference, sets, warmup, trials, torch)
+        with phase("reuse_check"):
+            reuse = reuse_violation(reference, candidate, sets[0], torch, tolerances(precision))
     comparison = compare_timings(timed_candidate, timed_reference)
     decisive = decisive_flags(timed_candidate, reuse)
     comparison["flags"] = [*decisive, *(f for f in comparison["flags"] if f not in decisive)]

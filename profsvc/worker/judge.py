@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import json
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -191,7 +192,7 @@ def judge(args: argparse.Namespace, status: dict[str, Any], candidate: Candidate
     seed = int(json.loads(sys.stdin.readline())["seed"])
     models_seed = init_seed(seed)
     precision = args.precision
-    timed = (args.timed_calls, args.warmup, seed, torch, models_seed, precision)
+    timed = (args.timed_calls, args.warmup, seed, torch, models_seed, precision, partial(phase, status))
     with phase(status, "setup"):
         problem = load_reference(Path(args.reference))
         JITTER.nominal()
