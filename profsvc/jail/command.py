@@ -4,10 +4,11 @@ Every job process runs as `bwrap <options> -- argv`: its own user, PID, mount,
 IPC, UTS, cgroup and network namespaces; the toolchain and Python read-only at
 their host paths (so argv and file names are the same inside and out); one
 private writable folder, also at its host path; its own /proc, /dev and /tmp;
-the host's /sys read-only (hardware topology, as a container sees it) but its cgroups;
-the GPU device nodes only for a GPU job; and whatever the plan hides (the
-server's state folder, its token and TLS files) replaced by an empty tmpfs or
-an empty file even where it lies under a read-only tree.
+the host's /sys read-only (hardware topology, as a container sees it) but its
+cgroups; the GPU device nodes only for a GPU job; and whatever the plan hides
+(the server's state folder, its token and TLS files, the /sys folders that name
+the host's network interfaces) replaced by an empty tmpfs or an empty file even
+where it lies under a read-only tree.
 """
 
 from __future__ import annotations

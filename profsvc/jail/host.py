@@ -181,6 +181,18 @@ def readonly_trees(extra: Iterable[str | Path] = ()) -> tuple[list[Path], list[t
     return kept, symlinks
 
 
+def network_folders(sys_root: Path = Path("/sys")) -> tuple[Path, ...]:
+    """The /sys folders that name the host's network interfaces (and give their hardware addresses): the class
+    folder and each interface's parent, where its device lives (`devices/virtual/net`, a PCI device's `net`)."""
+    listing = sys_root / "class" / "net"
+    if not listing.is_dir():
+        return ()
+    parents = {(listing / name).resolve().parent for name in os.listdir(listing)}
+    # Only folders of this /sys: a link that leads elsewhere is not one to cover.
+    inside = {p for p in parents if p.is_dir() and p.is_relative_to(sys_root.resolve())}
+    return (listing, *sorted(inside))
+
+
 def gpu_devices() -> tuple[Path, ...]:
     """The NVIDIA device nodes a GPU job needs."""
     found = [p for pattern in GPU_DEVICE_GLOBS for p in Path("/dev").glob(pattern)]
@@ -216,7 +228,8 @@ async def probe_jail(
             return "the server runs as root but setpriv (util-linux) is missing to run jobs as an unprivileged user"
         uid = gid = NOBODY
     readonly, symlinks = readonly_trees(extra_readonly)
-    hidden_dirs = (state_dir.resolve(),)
+    # The job has its own network namespace, but a bind of /sys still lists the host's interfaces.
+    hidden_dirs = (state_dir.resolve(), *network_folders())
     hidden = tuple(p.resolve() for p in hidden_files if p.exists() and _covered(p.resolve(), readonly))
     plan = JailPlan(
         bwrap=bwrap,

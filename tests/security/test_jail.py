@@ -112,6 +112,7 @@ attempt("shadow", lambda: open("/etc/shadow").read())
 attempt("server_environ", lambda: open(f"/proc/{os.getppid()}/environ", "rb").read().decode(errors="replace"))
 attempt("other_jobs", lambda: [p for p in glob.glob(STATE + "/**/*.py", recursive=True) if os.getcwd() not in p])
 attempt("host_cgroups", lambda: sorted(glob.glob("/sys/fs/cgroup/**/cgroup.procs", recursive=True)))
+attempt("host_interfaces", lambda: sorted(os.listdir("/sys/class/net") + os.listdir("/sys/devices/virtual/net")))
 attempt("write_etc", lambda: write("/etc/profsvc-attack"))
 attempt("write_state", lambda: write(STATE + "/attack"))
 attempt("write_cache", lambda: write(CACHE + "/attack"))
@@ -235,6 +236,7 @@ def test_attacks_from_inside_a_job_all_fail_and_the_server_answers_on(jailed):
         assert record["host_unix_socket"].startswith("blocked") and record["server_port"].startswith("blocked")
         assert record["other_jobs"] in ("[]", "blocked"), record["other_jobs"]
         assert record["host_cgroups"] == "[]", record["host_cgroups"]
+        assert record["host_interfaces"] == "[]" or record["host_interfaces"].startswith("blocked"), record
         assert record["poison_cache"].startswith("blocked") or "no library" in record["poison_cache"]
         assert not Path("/etc/profsvc-attack").exists()
         assert not (config.state_dir / "attack").exists() and not (cache / "attack").exists()

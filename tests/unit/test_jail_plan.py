@@ -12,7 +12,7 @@ import pytest
 from profsvc.build.request import BadBuildRequest, check_arguments
 from profsvc.build.service import BuildCacheIndex
 from profsvc.jail.command import JailPlan, bwrap_argv
-from profsvc.jail.host import readonly_trees
+from profsvc.jail.host import network_folders, readonly_trees
 from profsvc.scheduler.relay import Relay, move_files
 from profsvc.staticcheck.own_kernels import own_kernel_names
 from profsvc.worker.correctness import kernel_base_name, own_kernels_ran
@@ -124,6 +124,27 @@ def test_the_folder_the_server_was_started_in_is_not_mounted_into_jobs(tmp_path,
         monkeypatch.setenv("LD_LIBRARY_PATH", ":.:")
     trees, _ = readonly_trees()
     assert not any(tree == started_in or tree in started_in.parents for tree in trees), trees
+
+
+def test_the_folders_that_name_the_hosts_network_interfaces_are_found_as_sysfs_lays_them_out(tmp_path):
+    # sysfs: class/net/NAME is a link to the interface's folder under its device (devices/virtual/net/lo, a
+    # PCI device's net/eth0); the folder above each is what names them all.
+    sys_root = tmp_path / "sys"
+    listing = sys_root / "class" / "net"
+    listing.mkdir(parents=True)
+    for device in ("devices/virtual/net/lo", "devices/virtual/net/ifb0", "devices/pci0000:00/0000:00:03.0/net/eth0"):
+        (sys_root / device).mkdir(parents=True)
+        (sys_root / device / "address").write_text("02:42:ac:11:00:02\n")
+        (listing / Path(device).name).symlink_to(Path("../..") / device)
+    outside = tmp_path / "elsewhere" / "net" / "odd"
+    outside.mkdir(parents=True)
+    (listing / "odd").symlink_to(outside)  # not a folder of this /sys: not one to cover
+    assert network_folders(sys_root) == (
+        listing,
+        (sys_root / "devices/pci0000:00/0000:00:03.0/net").resolve(),
+        (sys_root / "devices/virtual/net").resolve(),
+    )
+    assert network_folders(tmp_path / "no-sys") == ()
 
 
 def test_only_plain_files_cross_between_cells(tmp_path):
