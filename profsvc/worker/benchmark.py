@@ -10,10 +10,9 @@ contain it.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
 from profsvc.worker.correctness import Tolerances, clone_inputs, compare_all, flatten, trial_seed
@@ -89,12 +88,12 @@ def run_benchmark(
     torch: Any,
     models_seed: int,
     precision: str,
-    phase: Callable[[str], AbstractContextManager[None]] = lambda _name: contextlib.nullcontext(),
+    phase: Callable[[str], AbstractContextManager[None]] = lambda _name: nullcontext(),
 ) -> dict[str, Any]:
     """Time both models at the nominal shapes in a precision mode (the reference built after seeding with
     `models_seed` from the same init inputs, and cast, as the candidate's was); return the BenchmarkResult
-    fields. Without a candidate (a published problem), the reference alone. `phase(name)` times the judge's own
-    parts (the candidate's are its waits and exchange)."""
+    fields. Without a candidate (a published problem), the reference alone. `phase(name)` times the parts of
+    the benchmark (the waits for the candidate's process within them are also in the judge's candidate_wait)."""
     JITTER.nominal()
     init = cast_values(problem.get_init_inputs(), precision, torch)
     torch.manual_seed(models_seed)
