@@ -31,7 +31,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -386,23 +386,6 @@ class StandbyPool:
             log.info("a job came for the GPU while a warm worker primed: the worker is replaced")
             priming.stopped = True
             priming.process.kill()
-
-    @contextlib.asynccontextmanager
-    async def paused(self, kind: str) -> AsyncIterator[None]:
-        """Stop the kind's worker for the duration (for jobs that need its GPU to themselves), then warm one again."""
-        waiting = self._current.get(kind, collections.deque())
-        stopped = len(waiting)
-        try:
-            while waiting:
-                standby = await _started(waiting.popleft())
-                if standby is not None:
-                    standby.discard()
-                    await standby.process.finish(5)
-            yield
-        finally:
-            for _ in range(stopped):
-                self._refill(kind)
-            self._prime_oldest(kind)
 
     async def close(self) -> None:
         """Stop every warm worker."""

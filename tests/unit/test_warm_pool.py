@@ -677,29 +677,6 @@ def test_take_of_a_kind_not_kept_returns_none(tmp_path):
     asyncio.run(body())
 
 
-def test_paused_stops_the_waiting_workers_and_starts_them_again_after(tmp_path, echo):
-    async def body():
-        async with _pool(tmp_path / "standby") as (pool, taken):
-            pool.keep("echo", _worker_spec("standby_echo", echo), depth=2)
-            await _until(lambda: len(_pids(pool.root, READY)) == 2, 30, "two workers ready")
-            before = set(_pids(pool.root, READY).values())
-            async with pool.paused("echo"):
-                assert all(_gone(pid) for pid in before)
-                assert list(pool.root.iterdir()) == []
-                assert await pool.take("echo") is None  # nothing warm meanwhile: the caller starts a fresh one
-                await asyncio.sleep(0.3)
-                assert list(pool.root.iterdir()) == []  # and nothing starts while paused
-            await _until(lambda: len(_pids(pool.root, READY)) == 2, 30, "two workers ready again")
-            after = set(_pids(pool.root, READY).values())
-            assert not after & before
-            taken.append(standby := await pool.take("echo"))
-            assert standby is not None and standby.process.process.pid in after
-            standby.discard()
-            await standby.process.finish(10)
-
-    asyncio.run(body())
-
-
 def test_close_kills_every_worker_ready_or_warming(tmp_path, echo):
     async def body():
         pool = StandbyPool(tmp_path / "standby")
@@ -721,19 +698,6 @@ def test_close_kills_every_worker_ready_or_warming(tmp_path, echo):
         # A closed pool hands out nothing and starts nothing.
         assert await pool.take("echo") is None
         assert list(pool.root.iterdir()) == []
-
-    asyncio.run(body())
-
-
-def test_closed_while_paused_starts_nothing_after(tmp_path, echo):
-    async def body():
-        pool = StandbyPool(tmp_path / "standby")
-        pool.keep("echo", _worker_spec("standby_echo", echo))
-        async with pool.paused("echo"):
-            await pool.close()  # the server shuts down while a job holds the kind's GPU
-        await asyncio.sleep(0.3)
-        assert list(pool.root.iterdir()) == []
-        assert await pool.take("echo") is None
 
     asyncio.run(body())
 
