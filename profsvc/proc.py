@@ -20,6 +20,8 @@ from typing import Protocol
 
 # Keep at most this much of a child's stdout/stderr (the tail matters most).
 OUTPUT_LIMIT = 256 * 1024
+# How a line the server adds to a process's stderr begins: why it ended the process (the job's result says so).
+SERVER_NOTE = "profsvc: "
 # How often a finishing process is checked for its exit.
 _EXIT_POLL_S = 0.005
 
@@ -35,6 +37,9 @@ class ProcessTree(Protocol):
 
     def pids(self) -> list[int]:
         """The processes in it now."""
+
+    def why_killed(self) -> str:
+        """A line saying why the host killed a process of it ('' where it did not)."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,12 @@ class ProcessResult:
         """What it printed: its stdout, then its stderr (where a traceback goes, so it comes last). Both, always:
         a library's warning on stderr must not hide the line a dying process printed on stdout."""
         return "\n".join(text.rstrip("\n") for text in (self.stdout, self.stderr) if text.strip())
+
+
+def server_note(output: str) -> str:
+    """The server's note on why a process ended, where its output ends with one ('' where not)."""
+    lines = output.strip().splitlines()
+    return lines[-1].removeprefix(SERVER_NOTE) if lines and lines[-1].startswith(SERVER_NOTE) else ""
 
 
 def _tail(data: bytes) -> str:
@@ -278,16 +289,19 @@ class StartedProcess:
             self.kill()
             await self._exited()
             self._finished = True
+            why = ""
             if self.tree is not None:
+                why = self.tree.why_killed()  # read before the tree goes
                 self.tree.remove()
             # What is still in the pipes arrives once the group is gone.
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(self._pumps), 5)
+        stderr = _tail(bytes(self._err))
         return ProcessResult(
             argv=self.argv,
             returncode=self.process.returncode if self.process.returncode is not None else -9,
             stdout=_tail(bytes(self._out)),
-            stderr=_tail(bytes(self._err)),
+            stderr=f"{stderr}\n{why}" if why else stderr,
             seconds=time.monotonic() - start,
             timed_out=timed_out,
         )

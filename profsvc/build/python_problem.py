@@ -9,6 +9,7 @@ from typing import Any
 
 from profsvc.build.diagnostics import FileMap, parse_diagnostics
 from profsvc.jobfiles import read_regular
+from profsvc.proc import server_note
 from profsvc.worker.faults import fault_kind, signal_name
 from profsvc_contract.models import BuiltUnit, CompileResult, Diagnostic, JobError, Severity, Stage
 
@@ -114,7 +115,8 @@ class HarnessStatus:
             ok=False,
             stage="running",
             kind=fault_kind(tail) or ("crash" if died else "worker_exit"),
-            message=f"the worker process died ({died or f'exit status {returncode}'})",
+            # Where the server ended it (its memory limit, the disk's reserve), the server's reason first.
+            message=server_note(tail) or f"the worker process died ({died or f'exit status {returncode}'})",
             detail=tail,
         )
 

@@ -36,7 +36,7 @@ from profsvc.build.python_problem import unit_line
 from profsvc.build.request import BadBuildRequest, BuildRequest
 from profsvc.build.routes import ROUTE_SPLIT, ROUTE_SPLIT_LIGHT, ROUTE_TORCH
 from profsvc.jobfiles import read_regular
-from profsvc.proc import ProcessResult
+from profsvc.proc import ProcessResult, server_note
 from profsvc.worker.inline_split import Declined
 from profsvc_contract.models import BuiltUnit
 
@@ -261,7 +261,11 @@ class BuildService:
         try:
             outcome = _checked(json.loads(_result(cell)))
         except (OSError, ValueError):
-            why = "it ran past its time limit" if process.timed_out else f"exit status {process.returncode}"
+            why = (
+                "it ran past its time limit"
+                if process.timed_out
+                else server_note(process.output) or f"exit status {process.returncode}"
+            )
             tail = process.output.strip()[-4000:]
             return {"ok": False, "route": "torch", "log": f"the builder failed ({why})\n{tail}"}
         if not outcome.get("ok"):

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from profsvc.proc import SERVER_NOTE
+
 ROOT = Path("/sys/fs/cgroup")
 # Enters the cgroups named before `--` (writes its pid into each cgroup.procs), then runs the rest.
 _ENTER = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 126; shift; done; shift; exec "$@"'
@@ -63,24 +65,28 @@ class JobCgroup:
             with contextlib.suppress(OSError):
                 folder.rmdir()
 
-    def peak_memory_bytes(self) -> int | None:
-        """Most memory the tree held (None where the kernel does not say)."""
-        name = "memory.peak" if self.v2 else "memory.max_usage_in_bytes"
-        for folder in self.folders:
-            with contextlib.suppress(OSError, ValueError):
-                return int((folder / name).read_text())
-        return None
-
-    def oom_killed(self) -> bool:
-        """True when the memory limit killed a process of the tree."""
+    def why_killed(self) -> str:
+        """Why the kernel killed a process of the tree, in a line for the job's result ('' where it did not):
+        its memory limit, which counts every process of the job together."""
         for folder in self.folders:
             with contextlib.suppress(OSError, ValueError):
                 if self.v2:
                     events = dict(line.split() for line in (folder / "memory.events").read_text().splitlines())
-                    return int(events.get("oom_kill", "0")) > 0
-                control = dict(line.split() for line in (folder / "memory.oom_control").read_text().splitlines())
-                return int(control.get("oom_kill", "0")) > 0
-        return False
+                    killed, limit = int(events.get("oom_kill", "0")), (folder / "memory.max").read_text()
+                else:
+                    control = dict(line.split() for line in (folder / "memory.oom_control").read_text().splitlines())
+                    killed, limit = int(control.get("oom_kill", "0")), (folder / "memory.limit_in_bytes").read_text()
+                if not killed:
+                    return ""
+                if not limit.strip().isdigit():  # no limit of its own ("max"): the host's memory ran out
+                    return f"{SERVER_NOTE}the job ran out of memory on the host: the kernel killed one of its processes"
+                size = int(limit)
+                shown = f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.0f} MiB"
+                return (
+                    f"{SERVER_NOTE}the job ran out of memory on the host: its processes together reached the job "
+                    f"memory limit ({shown}) and the kernel killed one"
+                )
+        return ""
 
 
 @dataclass(frozen=True)

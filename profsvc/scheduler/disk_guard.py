@@ -20,7 +20,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-from profsvc.proc import ProcessResult, StartedProcess
+from profsvc.proc import SERVER_NOTE, ProcessResult, StartedProcess
 
 log = logging.getLogger("profsvc.disk")
 
@@ -94,7 +94,7 @@ class DiskGuard:
             return
         free = shutil.disk_usage(self.root).free
         why = (
-            f"profsvc: the job was stopped: it had written {size / 2**30:.1f} GiB, the most of the running jobs, "
+            f"{SERVER_NOTE}the job was stopped: it had written {size / 2**30:.1f} GiB, the most of the running jobs, "
             f"and the server's disk had {free / 2**30:.1f} GiB free, under its reserve of "
             f"{self.reserve / 2**30:.1f} GiB"
         )

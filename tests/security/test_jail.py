@@ -263,6 +263,25 @@ def test_a_fork_bomb_meets_the_task_limit_and_the_server_answers_on(jailed):
         assert time.monotonic() - start < 300
 
 
+def test_a_job_past_its_memory_limit_is_told_so_and_the_server_answers_on(tmp_path):
+    limit = 256 << 20
+    hog = "blocks = [b'x' * (64 << 20) for _ in range(32)]  # 2 GiB, every page written\n"
+    with _served_jailed(tmp_path, Limits(job_tasks=256, job_memory_bytes=limit)) as (target, *_):
+        with ProfilerClient(target, token=SECRET, timeout=600) as client:
+            if "cgroup" not in client.capabilities().isolation:
+                pytest.skip("this host gives jobs per-process limits only (no cgroup to count the whole job)")
+            # A module that builds nothing fits under the limit: what meets it below is the hog's own memory.
+            fits = client.compile(_source("fits.py", "x = 1\n"))
+            assert fits.ok, [d.message for d in fits.diagnostics]
+            result = client.compile(_source("hog.py", hog))
+            assert not result.ok
+            message = result.diagnostics[0].message
+            # The kernel's own count, read from the job's cgroup: the limit it met, in the result's first line.
+            assert "ran out of memory on the host" in message and "(256 MiB)" in message, message
+            again = client.compile(_source("fits2.py", "x = 2\n"))
+            assert again.ok, [d.message for d in again.diagnostics]
+
+
 def test_a_jailed_process_has_no_capabilities_and_no_new_privileges(jailed):
     target, *_ = jailed
     probe = (

@@ -294,6 +294,9 @@ class _SlowTree:
         self.looks -= 1
         return [12345] if self.looks > 0 else []
 
+    def why_killed(self) -> str:
+        return ""
+
 
 @pytest.mark.parametrize(("looks", "within", "emptied"), [(5, 10.0, True), (10**9, 0.05, False)])
 def test_emptied_waits_for_every_process_of_the_tree_to_end(looks, within, emptied):
