@@ -66,20 +66,24 @@ class JobCgroup:
                 folder.rmdir()
 
     def why_killed(self) -> str:
-        """Why the kernel killed a process of the tree, in a line for the job's result ('' where it did not):
-        its memory limit, which counts every process of the job together."""
+        """Why the kernel killed a process of the tree, in a line for the job's result ('' where it did not): its
+        memory limit, which counts every process of the job together, or the host's memory running out."""
         for folder in self.folders:
             with contextlib.suppress(OSError, ValueError):
                 if self.v2:
+                    # oom_kill: its processes killed by any OOM killer; oom: times its own limit was met.
                     events = dict(line.split() for line in (folder / "memory.events").read_text().splitlines())
-                    killed, limit = int(events.get("oom_kill", "0")), (folder / "memory.max").read_text()
+                    killed, at_limit = int(events.get("oom_kill", "0")), int(events.get("oom", "0")) > 0
+                    limit = (folder / "memory.max").read_text().strip()
                 else:
                     control = dict(line.split() for line in (folder / "memory.oom_control").read_text().splitlines())
-                    killed, limit = int(control.get("oom_kill", "0")), (folder / "memory.limit_in_bytes").read_text()
+                    killed = int(control.get("oom_kill", "0"))
+                    at_limit = int((folder / "memory.failcnt").read_text()) > 0
+                    limit = (folder / "memory.limit_in_bytes").read_text().strip()
                 if not killed:
                     return ""
-                if not limit.strip().isdigit():  # no limit of its own ("max"): the host's memory ran out
-                    return f"{SERVER_NOTE}the job ran out of memory on the host: the kernel killed one of its processes"
+                if not at_limit or not limit.isdigit():
+                    return f"{SERVER_NOTE}the host ran out of memory and the kernel killed one of the job's processes"
                 size = int(limit)
                 shown = f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.0f} MiB"
                 return (

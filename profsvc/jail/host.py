@@ -98,6 +98,9 @@ class Jail:
         try:
             plan = replace(
                 self.plan,
+                # Looked up for each process: an interface may come or go (a driver reloaded, a device removed),
+                # and bubblewrap cannot make a folder that is gone inside the read-only /sys.
+                hidden_dirs=(*self.plan.hidden_dirs, *network_folders()),
                 readonly=tuple(readonly),
                 writable=tuple(writable),
                 devices=self.gpu_devices if gpu else (),
@@ -183,7 +186,8 @@ def readonly_trees(extra: Iterable[str | Path] = ()) -> tuple[list[Path], list[t
 
 def network_folders(sys_root: Path = Path("/sys")) -> tuple[Path, ...]:
     """The /sys folders that name the host's network interfaces (and give their hardware addresses): the class
-    folder and each interface's parent, where its device lives (`devices/virtual/net`, a PCI device's `net`)."""
+    folder and each interface's parent, where its device lives (`devices/virtual/net`, a PCI device's `net`).
+    A job has a network namespace of its own, but a bind of /sys still lists the host's interfaces."""
     listing = sys_root / "class" / "net"
     if not listing.is_dir():
         return ()
@@ -228,8 +232,7 @@ async def probe_jail(
             return "the server runs as root but setpriv (util-linux) is missing to run jobs as an unprivileged user"
         uid = gid = NOBODY
     readonly, symlinks = readonly_trees(extra_readonly)
-    # The job has its own network namespace, but a bind of /sys still lists the host's interfaces.
-    hidden_dirs = (state_dir.resolve(), *network_folders())
+    hidden_dirs = (state_dir.resolve(),)
     hidden = tuple(p.resolve() for p in hidden_files if p.exists() and _covered(p.resolve(), readonly))
     plan = JailPlan(
         bwrap=bwrap,

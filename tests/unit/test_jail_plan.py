@@ -12,7 +12,7 @@ import pytest
 from profsvc.build.request import BadBuildRequest, check_arguments
 from profsvc.build.service import BuildCacheIndex
 from profsvc.jail.command import JailPlan, bwrap_argv
-from profsvc.jail.host import network_folders, readonly_trees
+from profsvc.jail.host import Jail, network_folders, readonly_trees
 from profsvc.scheduler.relay import Relay, move_files
 from profsvc.staticcheck.own_kernels import own_kernel_names
 from profsvc.worker.correctness import kernel_base_name, own_kernels_ran
@@ -145,6 +145,21 @@ def test_the_folders_that_name_the_hosts_network_interfaces_are_found_as_sysfs_l
         (sys_root / "devices/virtual/net").resolve(),
     )
     assert network_folders(tmp_path / "no-sys") == ()
+
+
+def test_each_jailed_process_covers_the_network_folders_there_are_when_it_starts(tmp_path, monkeypatch):
+    # A folder gone since the server started (its interface removed) cannot be mounted over: bubblewrap would fail
+    # every job. One that came since must be covered too.
+    (tmp_path / "seccomp.bpf").write_bytes(b"")
+    jail = Jail(PLAN, tmp_path / "seccomp.bpf", cgroups=None)
+    argvs = []
+    for folders in ((Path("/sys/class/net"), Path("/sys/devices/pci0/net")), (Path("/sys/class/net"),)):
+        monkeypatch.setattr("profsvc.jail.host.network_folders", lambda folders=folders: folders)
+        launch = jail.launch(["true"], writable=[tmp_path])
+        launch.close()
+        argvs.append(launch.argv)
+    assert _position(list(argvs[0]), "--tmpfs", "/sys/devices/pci0/net") >= 0
+    assert "/sys/devices/pci0/net" not in argvs[1] and "/sys/class/net" in argvs[1]
 
 
 def test_only_plain_files_cross_between_cells(tmp_path):

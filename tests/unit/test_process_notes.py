@@ -31,10 +31,13 @@ def test_a_job_the_kernel_killed_at_its_memory_limit_is_told_the_limit(tmp_path,
     assert note.startswith("profsvc: the job ran out of memory on the host") and shown in note, note
 
 
-def test_no_kill_no_note_and_no_limit_says_the_host_ran_out(tmp_path):
+def test_no_kill_no_note_and_a_kill_below_the_limit_is_the_hosts(tmp_path):
     assert _v2(tmp_path / "calm", V2_EVENTS.replace("oom_kill 1", "oom_kill 0"), "268435456\n").why_killed() == ""
+    # Killed by the host's (or a parent's) OOM killer without ever meeting its own limit: `oom` stays 0.
+    host = _v2(tmp_path / "host", V2_EVENTS.replace("oom 1", "oom 0"), f"{32 << 30}\n").why_killed()
     unlimited = _v2(tmp_path / "unlimited", V2_EVENTS, "max\n").why_killed()
-    assert "ran out of memory on the host" in unlimited and "limit" not in unlimited
+    for note in (host, unlimited):
+        assert note == "profsvc: the host ran out of memory and the kernel killed one of the job's processes", note
     assert JobCgroup((tmp_path / "gone",), v2=True).why_killed() == ""
 
 
@@ -44,7 +47,10 @@ def test_cgroup_v1_reads_its_own_files(tmp_path):
     pids.mkdir()
     (memory / "memory.oom_control").write_text(V1_CONTROL)
     (memory / "memory.limit_in_bytes").write_text(f"{1 << 30}\n")
+    (memory / "memory.failcnt").write_text("57\n")  # times usage met the limit
     assert "(1.0 GiB)" in JobCgroup((memory, pids), v2=False).why_killed()
+    (memory / "memory.failcnt").write_text("0\n")
+    assert "the host ran out of memory" in JobCgroup((memory, pids), v2=False).why_killed()
 
 
 def test_a_result_finds_the_servers_note_only_as_the_last_line():
