@@ -78,6 +78,13 @@ def summary(samples: list[float]) -> dict[str, float | int]:
     return {"n": len(ordered), "p50": statistics.median(ordered), "p90": p90, "max": ordered[-1]}
 
 
+def phase_medians(timings: list[dict[str, float]]) -> dict[str, float]:
+    """The median of each server timing over a pattern's calls of one kind (a timing a call lacks counts 0 s), in
+    seconds; the build cache's one-off timings of the compile before the pattern are left out."""
+    names = sorted({name for calls in timings for name in calls if not name.startswith("compile:")})
+    return {name: statistics.median(calls.get(name, 0.0) for calls in timings) for name in names}
+
+
 def timed(call: Callable[[], Any]) -> tuple[float, Any]:
     start = time.monotonic()
     value = call()
@@ -108,12 +115,16 @@ def bench_alternate(
 
     source = load_source(SEED)
     evaluates, profiles = [], []
+    # The server's own timings of each call (where its seconds went), for the medians per phase.
+    evaluate_timings: list[dict[str, float]] = []
+    profile_timings: list[dict[str, float]] = []
     with ProfilerClient(server.target, timeout=300) as client:
         client.compile(source)  # the build is not this pattern's subject
         for i in range(rounds):
             time.sleep(think)
             seconds, result = timed(lambda: client.evaluate(source, skip_profile=True))
             evaluates.append(seconds)
+            evaluate_timings.append(dict(result.timings))
             log(
                 f"{key} {i + 1}/{rounds}: evaluate {seconds:.2f} s correct={result.correctness.ok}"
                 f" timings={result.timings}"
@@ -121,9 +132,19 @@ def bench_alternate(
             time.sleep(think)
             seconds, result = timed(lambda: client.profile(source))
             profiles.append(seconds)
+            profile_timings.append(dict(result.timings))
             log(f"{key} {i + 1}/{rounds}: profile {seconds:.2f} s ok={result.ok} timings={result.timings}")
-    results[key] = {"evaluate": summary(evaluates), "profile": summary(profiles)}
-    results["samples"][key] = {"evaluate": evaluates, "profile": profiles}
+    results[key] = {
+        "evaluate": summary(evaluates),
+        "profile": summary(profiles),
+        "phases": {"evaluate": phase_medians(evaluate_timings), "profile": phase_medians(profile_timings)},
+    }
+    results["samples"][key] = {
+        "evaluate": evaluates,
+        "profile": profiles,
+        "evaluate_timings": evaluate_timings,
+        "profile_timings": profile_timings,
+    }
 
 
 def bench_new_source(server: Server, rounds: int, results: dict[str, Any]) -> None:
@@ -268,6 +289,16 @@ def _env() -> dict[str, str]:
     return dict(os.environ)
 
 
+def phase_lines(results: dict[str, Any]) -> list[str]:
+    """One line per alternating pattern and call kind: the server's timings, median per phase (1 ms or more)."""
+    lines = []
+    for key in ("alternate", "alternate_think", "alternate_unjailed"):
+        for call, phases in results.get(key, {}).get("phases", {}).items():
+            shown = ", ".join(f"`{name}` {seconds:.3f} s" for name, seconds in phases.items() if seconds >= 0.001)
+            lines.append(f"Server timings, {key} {call}, p50 per phase: {shown}.")
+    return lines
+
+
 def table(results: dict[str, Any]) -> str:
     """The Markdown table of the run."""
 
@@ -316,6 +347,7 @@ def table(results: dict[str, Any]) -> str:
                 f"The jail's cost, {call} p50: {jailed_p50:.2f} s jailed against {free_p50:.2f} s unjailed "
                 f"({100 * (jailed_p50 / free_p50 - 1):+.0f} %; target within 10 %)."
             )
+    lines += phase_lines(results)
     for name, problem in results.get("full_size", {}).items():
         lines.append(
             f"Full size, {name}: evaluate {problem['evaluate_s']:.1f} s (ok={problem['evaluate_ok']}), profile "
