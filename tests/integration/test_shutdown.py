@@ -55,14 +55,14 @@ class Served:
         self.log = state / "server.log"
         self.target = f"127.0.0.1:{free_port()}"
         argv = [sys.executable, "-m", "profsvc_client.cli", "serve", "--port", self.target.rsplit(":", 1)[1]]
+        argv = [*argv, "--state-dir", str(state), *options]
+        if ignore_sigint:
+            # A server started in the background of a non-interactive shell inherits an ignored SIGINT (exec keeps
+            # it ignored). A shell does it here, not preexec_fn: a fork of this threaded process may deadlock in
+            # preexec_fn before the exec, and the server would never start.
+            argv = ["sh", "-c", 'trap "" INT; exec "$0" "$@"', *argv]
         with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                [*argv, "--state-dir", str(state), *options],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                # A server started in the background of a non-interactive shell inherits an ignored SIGINT.
-                preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None,
-            )
+            self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         wait_healthy(self.target, timeout=60)
 
     def compile_in_background(self) -> dict[str, object]:
