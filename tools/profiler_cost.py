@@ -1,10 +1,10 @@
-"""What torch.profiler sessions cost a process, and what they leave behind, on a GPU host.
+"""What torch.profiler traces cost a process, and what they leave behind, on a GPU host.
 
 The benchmark's kernel records (profsvc.worker.timing.kernel_records) and the correctness check's launch records
-open torch.profiler (CUPTI) sessions in the judge's and the candidate's processes. This measures, in fresh
-processes (one per TEARDOWN_CUPTI setting: unset, 0, 1): each of three sessions around 10 calls of a small
-elementwise kernel, and the event time and host launch time of that kernel before the first session and after
-the last, to see whether a session left CUPTI attached (a slower launch is on every later timed call).
+open torch.profiler (CUPTI) traces in the judge's and the candidate's processes. This measures, in fresh
+processes (one per TEARDOWN_CUPTI setting: unset, 0, 1): each of three traces around 10 calls of a small
+elementwise kernel, and the event time and host launch time of that kernel before the first trace and after
+the last, to see whether a trace left CUPTI attached (a slower launch is on every later timed call).
 
     python tools/profiler_cost.py --out DIR [--runs 2]
 """
@@ -44,7 +44,7 @@ def timed_calls(n=200):
     return {"events_us": statistics.median(events), "launch_us": statistics.median(launches)}
 
 before = timed_calls()
-sessions = []
+traces = []
 for _ in range(3):
     begin = time.perf_counter()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -52,9 +52,9 @@ for _ in range(3):
             x * 2
         torch.cuda.synchronize()
     kernels = [e for e in prof.profiler.kineto_results.events() if e.device_type() == torch.autograd.DeviceType.CUDA]
-    sessions.append({"seconds": time.perf_counter() - begin, "records": len(kernels)})
+    traces.append({"seconds": time.perf_counter() - begin, "records": len(kernels)})
 after = timed_calls()
-print(json.dumps({"before": before, "sessions": sessions, "after": after}))
+print(json.dumps({"before": before, "traces": traces, "after": after}))
 """
 SETTINGS = ("unset", "0", "1")
 
@@ -94,12 +94,12 @@ def main() -> int:
         for setting in SETTINGS:
             runs[setting].append(run_once(setting))
     (args.out / "profiler_cost.json").write_text(json.dumps(runs, indent=2))
-    print("| TEARDOWN_CUPTI | session 1 | session 2 | session 3 | events before / after | launch before / after |")
+    print("| TEARDOWN_CUPTI | trace 1 | trace 2 | trace 3 | events before / after | launch before / after |")
     print("| --- | --- | --- | --- | --- | --- |")
     for setting, found in runs.items():
-        sessions = " | ".join(f"{_median(found, 'sessions', i, 'seconds'):.3f} s" for i in range(3))
+        traces = " | ".join(f"{_median(found, 'traces', i, 'seconds'):.3f} s" for i in range(3))
         print(
-            f"| {setting} | {sessions} | {_median(found, 'before', 'events_us'):.1f} / "
+            f"| {setting} | {traces} | {_median(found, 'before', 'events_us'):.1f} / "
             f"{_median(found, 'after', 'events_us'):.1f} us | {_median(found, 'before', 'launch_us'):.1f} / "
             f"{_median(found, 'after', 'launch_us'):.1f} us |"
         )
