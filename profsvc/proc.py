@@ -14,7 +14,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -82,6 +82,11 @@ class ProcessResult:
         """What it printed: its stdout, then its stderr (where a traceback goes, so it comes last). Both, always:
         a library's warning on stderr must not hide the line a dying process printed on stdout."""
         return "\n".join(text.rstrip("\n") for text in (self.stdout, self.stderr) if text.strip())
+
+    def noted(self, note: str) -> ProcessResult:
+        """This result with the server's note (a SERVER_NOTE line) as its stderr's last line, where server_note
+        finds it; unchanged where the note is empty."""
+        return replace(self, stderr=f"{self.stderr}\n{note}") if note else self
 
 
 def server_note(output: str) -> str:
@@ -296,12 +301,11 @@ class StartedProcess:
             # What is still in the pipes arrives once the group is gone.
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(self._pumps), 5)
-        stderr = _tail(bytes(self._err))
         return ProcessResult(
             argv=self.argv,
             returncode=self.process.returncode if self.process.returncode is not None else -9,
             stdout=_tail(bytes(self._out)),
-            stderr=f"{stderr}\n{why}" if why else stderr,
+            stderr=_tail(bytes(self._err)),
             seconds=time.monotonic() - start,
             timed_out=timed_out,
-        )
+        ).noted(why)

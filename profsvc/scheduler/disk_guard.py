@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import shutil
 import subprocess
@@ -72,8 +71,7 @@ class DiskGuard:
 
     def explained(self, cell: Path, result: ProcessResult) -> ProcessResult:
         """The result of the process that ran in `cell`, with why it was stopped where the guard stopped it."""
-        why = self._stopped.pop(cell, "")
-        return dataclasses.replace(result, stderr=f"{result.stderr}\n{why}") if why else result
+        return result.noted(self._stopped.pop(cell, ""))
 
     async def watch(self) -> None:
         """Check once a second, for as long as the server runs."""
