@@ -31,10 +31,21 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from profsvc.build import routes
+from profsvc.build.binding import BINDING_FOLDER, BINDING_MODULE, BINDING_OBJECT, BindingPlan, Bound
 from profsvc.build.request import ENCODING, LOAD, BuildRequest, relative_name
-from profsvc.build.routes import GLUE_FULL, GLUE_LIGHT, GLUE_LIGHT_CUDA, ROUTE_SPLIT, ROUTE_SPLIT_LIGHT, ROUTE_TORCH
+from profsvc.build.routes import (
+    GLUE_BIND,
+    GLUE_FULL,
+    GLUE_LIGHT,
+    GLUE_LIGHT_CUDA,
+    GLUE_TYPES,
+    ROUTE_SPLIT,
+    ROUTE_SPLIT_BIND,
+    ROUTE_SPLIT_LIGHT,
+    ROUTE_TORCH,
+)
 
-ROUTES = (ROUTE_SPLIT_LIGHT, ROUTE_SPLIT, ROUTE_TORCH)
+ROUTES = (ROUTE_SPLIT_BIND, ROUTE_SPLIT_LIGHT, ROUTE_SPLIT, ROUTE_TORCH)
 PCH_FOLDER = "pch"
 # Beside a library in its cache folder: the route that built it and why (read back when it is reused).
 ROUTE_FILE = "profsvc-route.json"
@@ -80,7 +91,22 @@ LIGHT_CUDA_EXTENSION_H = LIGHT_EXTENSION_H.replace(
     "#endif\n", "#include <ATen/cuda/CUDAContext.h>\n#include <c10/cuda/CUDAGuard.h>\n#endif\n"
 )
 FULL_EXTENSION_H = "#include <torch/extension.h>\n"
-GLUE_HEADERS = {GLUE_LIGHT: LIGHT_EXTENSION_H, GLUE_LIGHT_CUDA: LIGHT_CUDA_EXTENSION_H, GLUE_FULL: FULL_EXTENSION_H}
+# split-bind's two: the host unit's tensors without pybind11 (whose machinery is most of a glue unit's time),
+# and the shared binding's pybind11 and torch's casters without the tensor operators (names: `torch::` as
+# torch/types.h gives them).
+TYPES_EXTENSION_H = LIGHT_EXTENSION_H.replace(
+    "#include <torch/csrc/utils/pybind.h>\n#include <torch/csrc/Exceptions.h>\n", ""
+)
+BIND_EXTENSION_H = LIGHT_EXTENSION_H.replace("#include <torch/types.h>\n", "").replace(
+    "#endif\n", "namespace torch {\nusing namespace at;\n}\n#endif\n"
+)
+GLUE_HEADERS = {
+    GLUE_LIGHT: LIGHT_EXTENSION_H,
+    GLUE_LIGHT_CUDA: LIGHT_CUDA_EXTENSION_H,
+    GLUE_FULL: FULL_EXTENSION_H,
+    GLUE_TYPES: TYPES_EXTENSION_H,
+    GLUE_BIND: BIND_EXTENSION_H,
+}
 # ninja's line for a failed step ("FAILED: main.o", from ninja 1.12 "FAILED: [code=1] main.o"); at a line's
 # start, so that a compiler message quoting such text is not read as one.
 _FAILED_STEP = re.compile(r"^FAILED: (?:\[code=\d+\] )?(\S+)", re.MULTILINE)
@@ -284,6 +310,9 @@ class InlineOutcome:
     # Seconds spent on a fast route that failed before the route that worked.
     fallback_seconds: float = 0.0
     log: str = ""
+    # The binding plan (binding.BindingPlan's message) whose shared object the server is to make: split-bind
+    # was declined because it was not made yet.
+    binding: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -354,16 +383,103 @@ def _split_routes(
                 return
 
 
+def _split_bind(
+    fast: dict[str, Any],
+    shared: Bound,
+    made: Path,
+    outcome: InlineOutcome,
+    folder: Callable[[str], Path],
+    builders: TorchBuilders,
+    glue: Callable[[str], list[str]],
+) -> None:
+    """Try split-bind: the host unit against torch's tensor headers, linked with the shared binding `made`."""
+    start = time.monotonic()
+    attempt = {
+        "cpp_sources": [*fast["cpp_sources"], shared.host_source()],
+        "functions": None,
+        "extra_cflags": [*fast["extra_cflags"], *glue(GLUE_TYPES)],
+        "extra_ldflags": [*fast.get("extra_ldflags", []), str(made)],
+        "build_directory": str(folder(ROUTE_SPLIT_BIND)),
+    }
+    try:
+        builders.load_inline(**{**fast, **attempt})
+        outcome.ok, outcome.route, outcome.built_in = True, ROUTE_SPLIT_BIND, attempt["build_directory"]
+    except _BUILD_ERRORS as error:
+        outcome.fallback_seconds = time.monotonic() - start
+        outcome.reason, outcome.detail = routes.BINDING_FAILED, _failure(error)
+
+
+def _bound_route(
+    decision: routes.RouteDecision,
+    outcome: InlineOutcome,
+    folder: Callable[[str], Path],
+    builders: TorchBuilders,
+    glue: Callable[[str], list[str]],
+    binding: Callable[[BindingPlan], Path | None],
+) -> None:
+    """Try split-bind where the call's shared binding is made; else say why not (and, where it is only not
+    made yet, ask for it through `outcome.binding`)."""
+    assert decision.fast is not None
+    if decision.binding is None:
+        if decision.binding_declined:
+            outcome.reason, outcome.detail = routes.BINDING_DECLINED, decision.binding_declined
+        return
+    made = binding(decision.binding.plan)
+    if made is not None:
+        _split_bind(decision.fast, decision.binding, made, outcome, folder, builders, glue)
+        return
+    outcome.binding = decision.binding.plan.as_message()
+    outcome.reason = routes.BINDING_NOT_MADE
+    outcome.detail = "the shared binding of these signatures is being made: the next build with them uses it"
+
+
+def binding_key(plan: BindingPlan) -> str:
+    """The cache folder (under BINDING_FOLDER) of a plan's shared binding, for this torch and compiler."""
+    return plan.key(_pch_key(GLUE_BIND)[0])
+
+
+def made_binding(cache_root: Path, plan: BindingPlan) -> Path | None:
+    """The shared binding of a plan where the cache holds it (the server installed and verified it)."""
+    path = cache_root / BINDING_FOLDER / binding_key(plan) / BINDING_OBJECT
+    return path if path.is_file() else None
+
+
+def make_binding(cache_root: Path, staging: Path, plan: BindingPlan, builders: TorchBuilders) -> str:
+    """Compile a plan's shared binding into `staging/binding/KEY` (the server installs it); its key.
+
+    As torch compiles a load_inline C++ unit (its flags, none of the user's), at the glue unit's -O1, against
+    the server's precompiled binding header; torch links it too, which nothing uses.
+    """
+    key = binding_key(plan)
+    if made_binding(cache_root, plan) is not None:
+        return key
+    build = staging / "binding-build"
+    build.mkdir(parents=True, exist_ok=True)
+    builders.load_inline(
+        name=BINDING_MODULE,
+        cpp_sources=[plan.source()],
+        extra_cflags=[*routes.glue_cflags([]), *server_pch(cache_root, staging, GLUE_BIND)],
+        no_implicit_headers=True,
+        build_directory=str(build),
+    )
+    target = staging / BINDING_FOLDER / key
+    target.mkdir(parents=True, exist_ok=True)
+    (build / "main.o").rename(target / BINDING_OBJECT)
+    return key
+
+
 def build_call(
     request: BuildRequest,
     key: str,
     staging: Path,
     builders: TorchBuilders,
     glue: Callable[[str], list[str]],
+    binding: Callable[[BindingPlan], Path | None] = lambda _plan: None,
 ) -> InlineOutcome:
     """Build the call into `staging/<route folder>` on the fastest route that works (see the module's text).
 
-    `glue(header)`: the flags of the glue unit's header (server_pch or prepare_pch).
+    `glue(header)`: the flags of the glue unit's header (server_pch or prepare_pch). `binding(plan)`: the
+    shared binding of a plan where it has been made (split-bind), else None.
     """
     start = time.monotonic()
 
@@ -378,6 +494,8 @@ def build_call(
     if decision.split is not None:
         outcome.split_reason, outcome.split_line = decision.split.reason, decision.split.line
     if decision.fast is not None:
+        _bound_route(decision, outcome, folder, builders, glue, binding)
+    if decision.fast is not None and not outcome.ok:
         _split_routes(decision.fast, decision.glue_header, outcome, folder, builders, glue)
     if not outcome.ok and request.has_cuda and (lacking := builders.without_cuda):
         # torch's own build of CUDA code links torch's CUDA libraries: a server whose torch has none cannot make

@@ -4,6 +4,8 @@ Nothing here imports torch or builds anything: a builder gives these functions t
 call and gets back the arguments to build with, the route to try first, and, where a faster route was
 declined, a reason code and its text. The routes, fastest first:
 
+- `split-bind`: as split-light, the functions bound by a shared object made once per list of signatures
+  (profsvc.build.binding), the host glue unit against torch's tensor headers alone (GLUE_TYPES);
 - `split-light`: the torch headers kept out of nvcc's unit (inline_split), the host glue unit compiled at
   -O1 against a precompiled light stand-in for `torch/extension.h` (GLUE_LIGHT, or GLUE_LIGHT_CUDA where
   the host code includes torch's CUDA context or guard headers);
@@ -24,8 +26,10 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from profsvc.worker.inline_split import Declined, split_source
+from profsvc.build.binding import Bound, bound
+from profsvc.worker.inline_split import Declined, mask, split_source
 
+ROUTE_SPLIT_BIND = "split-bind"
 ROUTE_SPLIT_LIGHT = "split-light"
 ROUTE_SPLIT = "split"
 ROUTE_TORCH = "torch"
@@ -34,6 +38,9 @@ ROUTE_TORCH = "torch"
 GLUE_LIGHT = "light"
 GLUE_LIGHT_CUDA = "light-cuda"
 GLUE_FULL = "full"
+# The split-bind route's: torch's tensor headers for the host unit, pybind11 and torch's casters for the binding.
+GLUE_TYPES = "types"
+GLUE_BIND = "bind"
 
 # Reason codes: why a faster route was not taken.
 SPLIT_DECLINED = "split_declined"  # the source does something the split does not follow
@@ -42,6 +49,9 @@ LIGHT_HEADER_FAILED = "light_header_failed"  # the glue unit needed the full tor
 CPP_ONLY = "cpp_only"  # no CUDA source: nothing for the split to keep out of nvcc
 SYCL = "sycl"  # SYCL sources: built as written
 LOAD_FILES = "load_files"  # a load() of files the split does not take as one unit each
+BINDING_DECLINED = "binding_declined"  # the functions are bound in the glue unit (why: the detail)
+BINDING_NOT_MADE = "binding_not_made"  # the shared binding of these signatures is being made for the next build
+BINDING_FAILED = "binding_failed"  # the split-bind build failed; built on the next route
 
 # load_inline arguments that do not change the built library.
 NOT_IN_KEY = frozenset({"build_directory", "verbose", "keep_intermediates", "use_pch"})
@@ -56,6 +66,7 @@ _TAKES_VALUE = frozenset(
 # Options that search in order (joined to their value or not), where the first of two equal ones counts.
 _FIRST_WINS = ("-I", "-isystem", "-iquote", "-idirafter", "-L")
 _OPTIMISATION = re.compile(r"-O\w*")
+_ABI_NEUTRAL = re.compile(r"-O\w*|-W[\w=-]*|-w|-g\w*")
 # nvcc's target options: -arch/--gpu-architecture, -gencode/--generate-code, -code/--gpu-code.
 _ARCH_OPTION = re.compile(r"(?:-arch|--gpu-architecture|-gencode|--generate-code|-code|--gpu-code)(?:[= ]|$)")
 # Targets that mean "this GPU" or "every GPU": the job runs on the server's GPU, so its one target serves.
@@ -80,6 +91,9 @@ class RouteDecision:
     fast: dict[str, Any] | None = None
     glue_header: str = ""
     split: Declined | None = None
+    # The functions' shared binding (split-bind), or why they are bound in the glue unit.
+    binding: Bound | None = None
+    binding_declined: str = ""
 
     @property
     def declined(self) -> str:
@@ -218,7 +232,22 @@ def decide(arguments: dict[str, Any], *, first_line: int = 0) -> RouteDecision:
     fast = fast_arguments(arguments, split.host, split.cuda)
     glue = "\n".join(_sources(fast["cpp_sources"]))
     header = GLUE_LIGHT_CUDA if _CUDA_CONTEXT_INCLUDE.search(glue) else GLUE_LIGHT
-    return RouteDecision(ROUTE_SPLIT_LIGHT, fast=fast, glue_header=header)
+    # split-bind is taken where the binding of these signatures has been made (the builder looks).
+    shared = _binding(arguments, fast, glue, header)
+    if isinstance(shared, str):
+        return RouteDecision(ROUTE_SPLIT_LIGHT, fast=fast, glue_header=header, binding_declined=shared)
+    return RouteDecision(ROUTE_SPLIT_LIGHT, fast=fast, glue_header=header, binding=shared)
+
+
+def _binding(arguments: dict[str, Any], fast: dict[str, Any], glue: str, header: str) -> Bound | str:
+    """The call's shared binding, or why its functions are bound in the glue unit."""
+    if header != GLUE_LIGHT:
+        return "the host code includes torch's CUDA context or guard"
+    # The binding object is compiled without the user's flags: the host unit may only have ones that leave
+    # the ABI as it is (warnings, debug information).
+    if any(not _ABI_NEUTRAL.fullmatch(flag) for flag in fast["extra_cflags"]):
+        return "the glue unit has flags of its own"
+    return bound(arguments, mask(glue))
 
 
 def cache_key(arguments: dict[str, Any], environment: dict[str, str], include_files: dict[str, str]) -> str:

@@ -14,7 +14,9 @@ cache read-only: it can load what the server verified, and nothing else.
 The precompiled glue headers are made by the builder once, in a run of their
 own with no user input (prepare_headers), and installed like a build: a build's
 staging folder, where the user's flags and code have run, is never a source of
-anything shared but its own library.
+anything shared but its own library. So is a shared binding (profsvc.build.binding):
+a build reports the plan it lacked, the server checks it and has a run of its own
+make the object from the plan alone, beside the job, for the next build.
 """
 
 from __future__ import annotations
@@ -25,16 +27,17 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
+from profsvc.build.binding import BINDING_FOLDER, BINDING_OBJECT, BindingPlan
 from profsvc.build.inline_builder import PCH_FOLDER, ROUTE_FILE, ROUTES, recorded_route, route_folder
 from profsvc.build.python_problem import unit_line
 from profsvc.build.request import BadBuildRequest, BuildRequest
-from profsvc.build.routes import ROUTE_SPLIT, ROUTE_SPLIT_LIGHT, ROUTE_TORCH
 from profsvc.jobfiles import read_regular
 from profsvc.proc import ProcessResult, server_note
 from profsvc.worker.inline_split import Declined
@@ -48,6 +51,9 @@ BuilderRun = Callable[[dict[str, Any]], AbstractAsyncContextManager[tuple[Proces
 Environment = Callable[[], Awaitable[dict[str, str]]]
 # The largest builder result read (its log is cut to the build's log limit).
 RESULT_LIMIT = 8 << 20
+# Folders the builder reads from the cache itself: checked against their hashes when the server starts.
+_SHARED_FOLDERS = (PCH_FOLDER, BINDING_FOLDER)
+_BINDING_KEY = re.compile(r"[0-9a-f]{24}")
 
 
 def _result(cell: Path) -> bytes:
@@ -109,20 +115,21 @@ class BuildCacheIndex:
     def sweep(self) -> None:
         """Remove cache entries the index does not vouch for (left by an older server, or changed since).
 
-        Builds are checked against their hashes when a job asks for them; precompiled headers, which the
-        builder reads from the cache itself, are checked here.
+        Builds are checked against their hashes when a job asks for them; precompiled headers and shared
+        bindings, which the builder reads from the cache itself, are checked here.
         """
         if not self.cache_root.is_dir():
             return
-        pch = self.cache_root / PCH_FOLDER
-        for path in [p for p in self.cache_root.iterdir() if p.is_dir() and p != pch]:
+        shared = [self.cache_root / name for name in _SHARED_FOLDERS]
+        for path in [p for p in self.cache_root.iterdir() if p.is_dir() and p not in shared]:
             if not self._record(path.name).is_file():
                 shutil.rmtree(path, ignore_errors=True)
-        for path in [p for p in pch.iterdir() if p.is_dir()] if pch.is_dir() else []:
-            folder = f"{PCH_FOLDER}/{path.name}"
-            if not self.verified(folder):
-                shutil.rmtree(path, ignore_errors=True)
-                self._record(folder).unlink(missing_ok=True)
+        for root in shared:
+            for path in [p for p in root.iterdir() if p.is_dir()] if root.is_dir() else []:
+                folder = f"{root.name}/{path.name}"
+                if not self.verified(folder):
+                    shutil.rmtree(path, ignore_errors=True)
+                    self._record(folder).unlink(missing_ok=True)
 
     def install(self, staged: Path, folder: str, hashed: list[str]) -> bool:
         """Move a staged folder into the cache as `folder` and record the hashes of `hashed` (names in it).
@@ -161,6 +168,8 @@ class BuildService:
         self._known: dict[str, str] | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self._headers: asyncio.Task[None] | None = None
+        # Shared bindings being made, by plan (one run each).
+        self._bindings: dict[str, asyncio.Task[None]] = {}
 
     async def environment(self) -> dict[str, str]:
         """The environment builds are keyed by (asked once)."""
@@ -199,11 +208,44 @@ class BuildService:
             log.exception("making the glue headers failed")
 
     async def close(self) -> None:
-        """Stop making the glue headers (their builder is killed)."""
-        if self._headers is not None and not self._headers.done():
-            self._headers.cancel()
-            with contextlib.suppress(BaseException):
-                await self._headers
+        """Stop making the glue headers and shared bindings (their builders are killed)."""
+        for task in [self._headers, *self._bindings.values()]:
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+
+    def _bind(self, message: Any) -> None:
+        """Start making the shared binding a build lacked (checked: a build's outcome is read as data)."""
+        try:
+            plan = BindingPlan.from_message(message)
+        except ValueError as error:
+            log.warning("a build asked for a binding that is not one: %s", error)
+            return
+        name = json.dumps(plan.as_message(), sort_keys=True)
+        if name not in self._bindings:
+            task = asyncio.get_running_loop().create_task(self._make_binding(plan))
+            self._bindings[name] = task
+            task.add_done_callback(lambda _task: self._bindings.pop(name, None))
+
+    async def _make_binding(self, plan: BindingPlan) -> None:
+        await self._headers_made()
+        async with self.run_builder({"op": "bind", "plan": plan.as_message()}) as (process, cell):
+            try:
+                key = json.loads(_result(cell))["key"]
+            except (OSError, ValueError, KeyError, TypeError):
+                log.warning(
+                    "a shared binding was not made (exit status %s): %s",
+                    process.returncode,
+                    process.output.strip()[-2000:],
+                )
+                return
+            if not isinstance(key, str) or not _BINDING_KEY.fullmatch(key):
+                return
+            staged = cell / BINDING_FOLDER / key
+            if staged.is_dir():
+                await asyncio.to_thread(self.index.install, staged, f"{BINDING_FOLDER}/{key}", [BINDING_OBJECT])
+        log.info("shared binding made: %s", ", ".join(plan.signatures))
 
     @contextlib.asynccontextmanager
     async def _locked(self, key: str) -> AsyncIterator[None]:
@@ -216,7 +258,7 @@ class BuildService:
                 del self._locks[key]
 
     def _cached(self, key: str, artifact: str) -> dict[str, Any] | None:
-        for route in (ROUTE_TORCH, ROUTE_SPLIT_LIGHT, ROUTE_SPLIT):
+        for route in ROUTES:
             folder = route_folder(key, route)
             if (self.index.cache_root / folder / artifact).is_file() and self.index.verified(folder):
                 directory = self.index.cache_root / folder
@@ -243,6 +285,8 @@ class BuildService:
                     await self._headers_made()
                 async with self.run_builder({"op": "build", **request.as_message(), "key": key}) as (process, cell):
                     reply = await asyncio.to_thread(self._finish, process, cell, key, request.artifact)
+                if reply.get("binding"):
+                    self._bind(reply["binding"])
         reply = {**reply, "key": key, "detail": _worded(reply, request.first_line)}
         unit = BuiltUnit(
             name=request.name,
@@ -301,6 +345,7 @@ _OUTCOME: dict[str, type | tuple[type, ...]] = {
     "seconds": (int, float),
     "fallback_seconds": (int, float),
     "log": str,
+    "binding": (dict, type(None)),
 }
 
 

@@ -239,9 +239,12 @@ class Scheduler:
             command += ["--result", str(cell / "result.json"), "--cache", str(self.cache.root)]
             return [*command, "--staging", str(cell)]
 
+        # A shared binding is made beside the job whose build lacked it, for its next one: it takes no slot a
+        # job could be waiting for, and is no job's build time.
+        beside = request.get("op") == "bind"
         async with (
-            self._compile_slots,
-            self.timed("build"),
+            self._compile_slots if not beside else contextlib.nullcontext(),
+            self.timed("build") if not beside else contextlib.nullcontext(),
             self.cells.run(
                 "builder",
                 argv,

@@ -8,6 +8,8 @@ build writes into the staging folder alone (the cache is read-only in this
 jail), and the server installs what it finds there. A request `{"op":
 "prepare"}` makes the server's precompiled glue headers instead, before any
 build and with no user input: the only precompiled headers the server installs.
+A request `{"op": "bind", "plan": ...}` makes the shared binding of a list of
+signatures (profsvc.build.binding), from the plan alone, without user flags.
 """
 
 from __future__ import annotations
@@ -18,7 +20,15 @@ import json
 import sys
 from pathlib import Path
 
-from profsvc.build.inline_builder import build_call, prepare_server_headers, server_pch, torch_builders
+from profsvc.build.binding import BindingPlan
+from profsvc.build.inline_builder import (
+    build_call,
+    made_binding,
+    make_binding,
+    prepare_server_headers,
+    server_pch,
+    torch_builders,
+)
 from profsvc.build.request import BuildRequest
 from profsvc.worker.warm import job_argv
 
@@ -41,10 +51,13 @@ def main(argv: list[str] | None = None) -> int:
     cache, staging = Path(args.cache), Path(args.staging)
     if message.get("op") == "prepare":
         outcome = {"headers": prepare_server_headers(cache, staging)}
+    elif message.get("op") == "bind":
+        outcome = {"key": make_binding(cache, staging, BindingPlan.from_message(message["plan"]), torch_builders())}
     else:
         request = BuildRequest.from_message(message)
         glue = functools.partial(server_pch, cache, staging)
-        outcome = build_call(request, message["key"], staging, torch_builders(), glue).as_dict()
+        binding = functools.partial(made_binding, cache)
+        outcome = build_call(request, message["key"], staging, torch_builders(), glue, binding).as_dict()
     Path(args.result).write_text(json.dumps(outcome))
     return 0
 

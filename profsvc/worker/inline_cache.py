@@ -30,7 +30,7 @@ from typing import Any
 
 from profsvc.build import request as wire
 from profsvc.build import routes
-from profsvc.build.inline_builder import build_call, recorded_route, route_folder, torch_builders
+from profsvc.build.inline_builder import ROUTES, build_call, recorded_route, route_folder, torch_builders
 from profsvc.build.request import BuildRequest, SentFolder
 from profsvc.worker.control import ControlChannel
 
@@ -49,8 +49,8 @@ class InlineBuild:
     # Where the library lives, and where it was compiled (the folder its debug information names).
     build_directory: str = ""
     compiled_in: str = ""
-    # "split-light" and "split": torch headers kept out of nvcc's unit, the glue unit against the light or the
-    # full torch header; "torch": built as written.
+    # "split-bind", "split-light" and "split": torch headers kept out of nvcc's unit, the functions bound by a
+    # shared binding or the glue unit against the light or the full torch header; "torch": built as written.
     route: str = routes.ROUTE_TORCH
     # Where a faster route was declined or failed: a reason code (routes.SPLIT_DECLINED, ...) and its text.
     route_reason: str = ""
@@ -145,7 +145,7 @@ def build_here(request: BuildRequest, key: str, cache_root: Path) -> dict[str, A
 
     Precompiled glue headers are made in the cache where it lacks them (inline_builder.prepare_pch).
     """
-    for route in (routes.ROUTE_TORCH, routes.ROUTE_SPLIT_LIGHT, routes.ROUTE_SPLIT):
+    for route in ROUTES:
         folder = cache_root / route_folder(key, route)
         if (folder / request.artifact).is_file():
             record = {**recorded_route(folder), "route": route}

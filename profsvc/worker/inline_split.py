@@ -177,7 +177,7 @@ def _literal_end(source: str, i: int) -> int:
     return i
 
 
-def _mask(source: str, *, literals: bool = True) -> str:
+def mask(source: str, *, literals: bool = True) -> str:
     """The source with comments and literals (or, literals=False, comments only) turned into spaces.
 
     Same length, newlines kept. Every structural question (braces, `<<<`, torch names) is asked of this
@@ -675,7 +675,7 @@ class _Halves:
 
     def _kernel_addresses(self, body: str, offset: int) -> tuple[str, list[str]]:
         """Replace the kernels the host code names (not launches: `cudaFuncSetAttribute(k, ...)`) by address calls."""
-        code, out, position, addressed = _mask(body), [], 0, []
+        code, out, position, addressed = mask(body), [], 0, []
         for match in re.finditer(r"(&\s*)?\b([A-Za-z_]\w*)\b", code):
             name = match.group(2)
             if name not in self.kernel_names or _qualified(code, match.start()):
@@ -717,7 +717,7 @@ class _Halves:
         names: set[str] = set()
         for piece in self.pieces:
             if piece.place == "host":
-                names.update(_IDENT.findall(piece.code if piece.host_text is None else _mask(piece.host_text)))
+                names.update(_IDENT.findall(piece.code if piece.host_text is None else mask(piece.host_text)))
         for signature in self.launchers.signatures.values():
             names.update(_IDENT.findall(signature))
         helpers = [p for p in self.pieces if p.place == "helper"]
@@ -796,7 +796,7 @@ class _Halves:
     def _helper(self, piece: _Piece, host_names: set[str]) -> tuple[str, str]:
         """A host helper or launcher: kept in the CUDA part; copied or declared in the host part if called there."""
         # The user's head without its comments (a trailing `// ...` would swallow the declaration's semicolon).
-        head_text = _mask(piece.text[: len(piece.head)], literals=False)
+        head_text = mask(piece.text[: len(piece.head)], literals=False)
         rest = _template_split(piece.head)[1]
         if _function_name(rest) not in host_names:
             return piece.text, ""
@@ -846,7 +846,7 @@ def _line(source: str, at: int) -> int:
 
 def split_source(cuda_source: str) -> SplitSources | Declined:
     """Split a load_inline CUDA source into a torch-free CUDA part and a torch host part, or say why not."""
-    code = _mask(cuda_source)
+    code = mask(cuda_source)
     try:
         items = _Scanner(code).items_or_raise()
         halves = _Halves(cuda_source, code, items)

@@ -160,15 +160,15 @@ def test_host_cflags_replace_the_optimisation_level_with_O1(flags, expected):
     assert routes.glue_cflags(flags) == expected
 
 
-def _builder(tmp_path, build, load=None, glue=None, without_cuda=""):
+def _builder(tmp_path, build, load=None, glue=None, without_cuda="", binding=None):
     """build_call over stand-ins for torch's load_inline (`build(**kwargs)`) and load; the glue header's flags
-    name the header, none is made."""
+    name the header, none is made; `binding`: where a shared binding is made (none by default)."""
     glue = glue or (lambda header: ["-include", header])
     builders = TorchBuilders(build, load or (lambda **kwargs: None), without_cuda)
 
     def run(arguments: dict, call: str = LOAD_INLINE, folders: tuple = ()) -> inline_builder.InlineOutcome:
         request = BuildRequest(call, routes.normalize_arguments(arguments), folders)
-        return build_call(request, "key", tmp_path / "staging", builders, glue)
+        return build_call(request, "key", tmp_path / "staging", builders, glue, binding or (lambda plan: None))
 
     return run
 
@@ -199,10 +199,45 @@ def test_a_build_the_light_header_serves_is_split_light_and_records_its_route_be
     outcome = _builder(tmp_path, lambda **kwargs: calls.append(kwargs))(SEED)
     assert outcome.ok and len(calls) == 1 and outcome.route == "split-light"
     assert outcome.fallback_seconds == 0
-    assert (outcome.reason, outcome.detail) == ("", "")
+    # The seed binds vga_linear_forward(torch::Tensor x, torch::Tensor weight, torch::Tensor bias): no shared
+    # binding is made in this test, so the build asks for one.
+    assert outcome.reason == routes.BINDING_NOT_MADE
+    assert outcome.binding == {
+        "signatures": ["torch::Tensor(torch::Tensor, torch::Tensor, torch::Tensor)"],
+        "wrap": True,
+    }
     assert Path(outcome.built_in) == tmp_path / "staging" / "key-split-light"
     assert recorded_route(Path(outcome.built_in)) == outcome.record()
     assert json.loads((Path(outcome.built_in) / ROUTE_FILE).read_text())["route"] == "split-light"
+
+
+def test_a_made_binding_is_linked_beside_a_host_unit_against_the_tensor_headers(tmp_path):
+    calls = []
+    made = tmp_path / "cache" / "binding" / "k" / "binding.o"
+    outcome = _builder(tmp_path, lambda **kwargs: calls.append(kwargs), binding=lambda plan: made)(SEED)
+    assert outcome.ok and outcome.route == "split-bind" and (outcome.reason, outcome.binding) == ("", None)
+    (call,) = calls
+    assert call["functions"] is None  # torch writes no PYBIND11_MODULE: the shared binding is the module's
+    assert call["extra_cflags"][-2:] == ["-include", "types"]
+    assert call["extra_ldflags"][-1] == str(made)
+    host = call["cpp_sources"][-1]
+    assert "= &vga_linear_forward;" in host and '= "vga_linear_forward";' in host
+    assert "PyInit_profsvc_binding()" in host and "PROFSVC_BINDING_JOIN(PyInit_, TORCH_EXTENSION_NAME)" in host
+    assert Path(outcome.built_in) == tmp_path / "staging" / "key-split-bind"
+
+
+def test_a_failed_split_bind_build_goes_on_to_split_light_and_says_why(tmp_path):
+    tried = []
+
+    def build(**kwargs):
+        tried.append(kwargs["extra_cflags"][-1])
+        if tried[-1] == "types":
+            raise RuntimeError("[1/3] c++\nFAILED: main.o \nc++ ... error: 'py' has not been declared")
+
+    outcome = _builder(tmp_path, build, binding=lambda plan: tmp_path / "binding.o")(SEED)
+    assert tried == ["types", "light"]
+    assert outcome.ok and outcome.route == "split-light" and outcome.reason == routes.BINDING_FAILED
+    assert outcome.fallback_seconds > 0
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,252 @@
+"""A load_inline extension's Python binding as an object of its own, shared by every build with its signatures.
+
+load_inline binds `functions` in the glue unit (`PYBIND11_MODULE` and one `m.def` each), and pybind11's
+machinery is most of that unit's time: g++ compiles it again for every build, though an agent's next
+candidate binds the same functions (only its module's name and code change). Here the binding is one
+object per list of signatures, names left out: it calls each function through a pointer the host unit
+defines, and the host unit forwards the module's `PyInit_<name>` to it, so one object serves every name.
+The split-bind route (profsvc.build.routes) links it beside a host unit that reads torch's tensor headers
+alone.
+
+A plan holds only types spelled with the words of ALLOWED_WORDS: the object's source is made from the plan
+by the trusted builder in a run without user flags or code, and the server installs it like a precompiled
+header. Nothing here imports torch or builds anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+BINDING_FOLDER = "binding"
+# The object's module name: its PyInit_ is the one the host unit forwards to.
+BINDING_MODULE = "profsvc_binding"
+BINDING_OBJECT = "binding.o"
+_PREFIX = "__profsvc_binding_"
+
+# The words a bound signature may be spelled with: torch's tensor and scalar types, the standard containers
+# pybind11 converts, C++'s arithmetic types. A signature with any other word is bound in the glue unit.
+ALLOWED_WORDS = frozenset(
+    "torch at c10 std Tensor optional vector string tuple Scalar ScalarType IntArrayRef Device Dtype "
+    "Layout MemoryFormat Generator int long short char signed unsigned bool float double void const "
+    "int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t".split()
+)
+_TOKEN = re.compile(r"\s*(::|&&|[A-Za-z_]\w*|[<>,&*()\[\]=;{}]|\S)")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+# What may precede a function's result type in its declaration (dropped from the signature).
+_SPECIFIERS = frozenset({"static", "inline", "extern", "TORCH_API", "C10_EXPORT", "__host__"})
+# Code the binding cannot stand in for: pybind11 in the host code, a module of its own.
+_PYBIND = re.compile(r"\bpy::|\bpybind11\b|\bPYBIND11_|#\s*include\s*[<\"](?:torch/python\.h|Python\.h)")
+
+
+@dataclass(frozen=True)
+class BindingPlan:
+    """The functions a module binds, by signature (`result(parameter, ...)`, names dropped), in `functions`'
+    order, and whether each call goes through torch's error handling (load_inline's with_pytorch_error_handling)."""
+
+    signatures: tuple[str, ...]
+    wrap: bool = True
+
+    def as_message(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {"signatures": list(self.signatures), "wrap": self.wrap}
+
+    @classmethod
+    def from_message(cls, message: Any) -> BindingPlan:
+        """A plan from its message; ValueError where it is not one this module would make."""
+        if not isinstance(message, dict) or not isinstance(message.get("wrap"), bool):
+            raise ValueError("a binding plan is an object with a boolean 'wrap'")
+        signatures = message.get("signatures")
+        if not isinstance(signatures, list) or not signatures or not all(isinstance(s, str) for s in signatures):
+            raise ValueError("a binding plan's signatures are a non-empty list of strings")
+        for signature in signatures:
+            if _signature_of(signature) != signature:
+                raise ValueError(f"not a signature of allowed words: {signature[:200]!r}")
+        return cls(tuple(signatures), message["wrap"])
+
+    def key(self, compile_key: str) -> str:
+        """The object's cache folder name, for a compiler command and header (`compile_key`)."""
+        blob = json.dumps([self.as_message(), compile_key], sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+    def source(self) -> str:
+        """The binding unit: the functions reached through the host unit's pointers and names."""
+        lines = ["#include <torch/extension.h>"]
+        for i, signature in enumerate(self.signatures):
+            lines += [
+                f"using {_PREFIX}type{i} = {signature};",
+                f"extern {_PREFIX}type{i}* const {_PREFIX}function{i};",
+                f"extern const char* const {_PREFIX}name{i};",
+                f"extern const char* const {_PREFIX}doc{i};",
+            ]
+        lines += [f"extern const char* const {_PREFIX}module;", f"PYBIND11_MODULE({BINDING_MODULE}, m) {{"]
+        # pybind11 before 3 names the module by its PYBIND11_MODULE name: the host unit's name is the one seen.
+        lines.append(f'  m.attr("__name__") = {_PREFIX}module;')
+        for i in range(len(self.signatures)):
+            # `+`: a plain pointer value, whose type torch's function traits read.
+            target = f"torch::wrap_pybind_function(+{_PREFIX}function{i})" if self.wrap else f"+{_PREFIX}function{i}"
+            lines.append(f"  m.def({_PREFIX}name{i}, {target}, {_PREFIX}doc{i});")
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A call's binding: the plan, and what the host unit adds so that the plan's object binds its functions."""
+
+    plan: BindingPlan
+    names: tuple[str, ...]
+    docs: tuple[str, ...]
+
+    def host_source(self) -> str:
+        """Appended to the host unit: the pointers and names the object reads, and the module's entry point."""
+        lines = [
+            "#define PROFSVC_BINDING_JOIN2(a, b) a##b",
+            "#define PROFSVC_BINDING_JOIN(a, b) PROFSVC_BINDING_JOIN2(a, b)",
+            "#define PROFSVC_BINDING_TEXT2(a) #a",
+            "#define PROFSVC_BINDING_TEXT(a) PROFSVC_BINDING_TEXT2(a)",
+            f'extern "C" void* PyInit_{BINDING_MODULE}();',
+            'extern "C" __attribute__((visibility("default"))) void* '
+            "PROFSVC_BINDING_JOIN(PyInit_, TORCH_EXTENSION_NAME)() {",
+            f"  return PyInit_{BINDING_MODULE}();",
+            "}",
+            f"extern const char* const {_PREFIX}module = PROFSVC_BINDING_TEXT(TORCH_EXTENSION_NAME);",
+        ]
+        for i, (signature, name, doc) in enumerate(zip(self.plan.signatures, self.names, self.docs, strict=True)):
+            lines += [
+                f"using {_PREFIX}type{i} = {signature};",
+                f"extern {_PREFIX}type{i}* const {_PREFIX}function{i} = &{name};",
+                f'extern const char* const {_PREFIX}name{i} = "{name}";',
+                # As load_inline writes it: the docstring between quotes, as given.
+                f'extern const char* const {_PREFIX}doc{i} = "{doc}";',
+            ]
+        return "\n" + "\n".join(lines) + "\n"
+
+
+def _tokens(text: str) -> list[str]:
+    return [m.group(1) for m in _TOKEN.finditer(text)]
+
+
+def _spelled(tokens: list[str]) -> str:
+    """Tokens as one canonical spelling (spaces only where two words meet)."""
+    out = ""
+    for token in tokens:
+        if out and _IDENTIFIER.fullmatch(token) and (_IDENTIFIER.fullmatch(out[-1]) or out[-1] in ">*&"):
+            out += " "
+        elif token in ("&", "&&", "*") and out and _IDENTIFIER.fullmatch(out[-1]):
+            out += ""
+        out += token if token != "," else ", "
+    return out
+
+
+def _top_level_split(tokens: list[str]) -> list[list[str]]:
+    parts: list[list[str]] = [[]]
+    depth = 0
+    for token in tokens:
+        if token in "<([":
+            depth += 1
+        elif token in ">)]":
+            depth -= 1
+        if token == "," and depth == 0:
+            parts.append([])
+        else:
+            parts[-1].append(token)
+    return parts
+
+
+def _parameter_type(tokens: list[str]) -> list[str] | None:
+    """A parameter's type, its name dropped; None where it has a default or is not a type of allowed words."""
+    if "=" in tokens or not tokens:
+        return None
+    last = tokens[-1]
+    if (
+        len(tokens) > 1
+        and _IDENTIFIER.fullmatch(last)
+        and last not in ALLOWED_WORDS
+        and (tokens[-2] in (">", "&", "&&", "*") or _IDENTIFIER.fullmatch(tokens[-2]))
+    ):
+        tokens = tokens[:-1]
+    return tokens if _allowed(tokens) else None
+
+
+def _allowed(tokens: list[str]) -> bool:
+    return bool(tokens) and all(t in ALLOWED_WORDS or t in ("::", "<", ">", ",", "&", "&&") for t in tokens)
+
+
+def _signature_of(text: str) -> str | None:
+    """`result(parameters)` in canonical spelling, parameter names dropped; None where it is not one to bind."""
+    tokens = _tokens(text)
+    if "(" not in tokens or tokens[-1] != ")":
+        return None
+    open_at = tokens.index("(")
+    result = [t for t in tokens[:open_at] if t not in _SPECIFIERS]
+    if not _allowed(result) or result[-1] == "::":
+        return None
+    inner = tokens[open_at + 1 : -1]
+    parameters: list[str] = []
+    if inner and inner != ["void"]:
+        for part in _top_level_split(inner):
+            kept = _parameter_type(part)
+            if kept is None:
+                return None
+            parameters.append(_spelled(kept))
+    return f"{_spelled(result)}({', '.join(parameters)})"
+
+
+def _declarations(code: str, name: str) -> list[str]:
+    """Each top-level declaration or definition of `name` in masked code: its text from the result type to
+    the parameter list's closing parenthesis."""
+    found = []
+    for match in re.finditer(rf"\b{re.escape(name)}\s*\(", code):
+        before = code[: match.start()]
+        if before.count("{") != before.count("}"):
+            continue  # a call or a declaration inside a function, namespace or class
+        if re.search(r"(::|\.|->)\s*$", before):
+            continue
+        start = max(before.rfind(c) for c in ";{}") + 1
+        # A preprocessor line before it ends at its newline.
+        lines = before[start:].split("\n")
+        head = "\n".join(line for line in lines if not line.lstrip().startswith("#"))
+        depth, end = 0, match.end() - 1
+        for end in range(match.end() - 1, len(code)):
+            depth += {"(": 1, ")": -1}.get(code[end], 0)
+            if depth == 0:
+                break
+        after = code[end + 1 :].lstrip()[:1]
+        if after not in (";", "{"):
+            return []  # a qualifier after the parameters (noexcept, attributes, a trailing return type)
+        found.append(head + code[match.end() - 1 : end + 1])
+    return found
+
+
+def bound(arguments: dict[str, Any], glue_code: str) -> Bound | str:
+    """The call's binding as a shared object, or why its functions are bound in the glue unit.
+
+    `glue_code`: the glue unit's code (cpp_sources and the split's host part), comments and literals masked.
+    """
+    functions = arguments.get("functions")
+    if isinstance(functions, str):
+        functions = [functions]
+    if isinstance(functions, (list, tuple)):
+        functions = {f: f for f in functions}
+    if not isinstance(functions, dict) or not functions:
+        return "the call binds no functions"
+    if _PYBIND.search(glue_code):
+        return "the host code uses pybind11 itself"
+    signatures, names, docs = [], [], []
+    for name, doc in functions.items():
+        if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name) or not isinstance(doc, str):
+            return f"the function {str(name)[:80]!r} is not named by a plain identifier"
+        if '"' in doc or "\\" in doc or "\n" in doc:
+            return f"the docstring of {name} holds quotes, backslashes or newlines"
+        found = {_signature_of(d) for d in _declarations(glue_code, name)}
+        if len(found) != 1 or None in found:
+            return f"{name} is not declared once, at the top level, with a signature of torch and C++ types"
+        signatures.append(found.pop())
+        names.append(name)
+        docs.append(doc)
+    wrap = arguments.get("with_pytorch_error_handling", True) is not False
+    return Bound(BindingPlan(tuple(str(s) for s in signatures), wrap), tuple(names), tuple(docs))
