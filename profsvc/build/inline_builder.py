@@ -424,7 +424,12 @@ def _bound_route(
         if decision.binding_declined:
             outcome.reason, outcome.detail = routes.BINDING_DECLINED, decision.binding_declined
         return
-    made = binding(decision.binding.plan)
+    try:
+        made = binding(decision.binding.plan)
+    except _BUILD_ERRORS:
+        # Its key names the glue command, which a torch without CUDA's headers cannot make: the split routes
+        # fail the same way and say why.
+        return
     if made is not None:
         _split_bind(decision.fast, decision.binding, made, outcome, folder, builders, glue)
         return

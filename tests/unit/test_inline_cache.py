@@ -558,3 +558,13 @@ def test_each_route_a_builder_tries_makes_the_library_under_its_own_name(tmp_pat
         builders.load_inline(name="twice_ext", cpp_sources=[text], build_directory=str(folder))
         assert (folder / "twice_ext.so").is_file()
     assert built == ["twice_ext", "twice_ext"]
+
+
+def test_a_binding_that_cannot_be_looked_up_leaves_the_build_to_the_split_routes(tmp_path):
+    def lookup(plan):
+        raise OSError("CUDA_HOME environment variable is not set. Please set it to your CUDA install root.")
+
+    calls = []
+    outcome = _builder(tmp_path, lambda **kwargs: calls.append(kwargs), binding=lookup)(SEED)
+    assert outcome.ok and outcome.route == "split-light" and outcome.binding is None
+    assert [call["extra_cflags"][-1] for call in calls] == ["light"]
