@@ -26,6 +26,9 @@ BINDING_FOLDER = "binding"
 BINDING_MODULE = "profsvc_binding"
 BINDING_OBJECT = "binding.o"
 _PREFIX = "__profsvc_binding_"
+# Bounds on what a plan may ask the server to compile (a module past them binds in its glue unit).
+MAX_FUNCTIONS = 64
+MAX_SIGNATURE = 400
 
 # The words a bound signature may be spelled with: torch's tensor and scalar types, the standard containers
 # pybind11 converts, C++'s arithmetic types. A signature with any other word is bound in the glue unit.
@@ -62,8 +65,10 @@ class BindingPlan:
         signatures = message.get("signatures")
         if not isinstance(signatures, list) or not signatures or not all(isinstance(s, str) for s in signatures):
             raise ValueError("a binding plan's signatures are a non-empty list of strings")
+        if len(signatures) > MAX_FUNCTIONS:
+            raise ValueError(f"a binding plan binds at most {MAX_FUNCTIONS} functions")
         for signature in signatures:
-            if _signature_of(signature) != signature:
+            if len(signature) > MAX_SIGNATURE or _signature_of(signature) != signature:
                 raise ValueError(f"not a signature of allowed words: {signature[:200]!r}")
         return cls(tuple(signatures), message["wrap"])
 
@@ -245,7 +250,10 @@ def bound(arguments: dict[str, Any], glue_code: str) -> Bound | str:
         found = {_signature_of(d) for d in _declarations(glue_code, name)}
         if len(found) != 1 or None in found:
             return f"{name} is not declared once, at the top level, with a signature of torch and C++ types"
-        signatures.append(found.pop())
+        signature = found.pop()
+        if signature is None or len(signature) > MAX_SIGNATURE or len(functions) > MAX_FUNCTIONS:
+            return "the functions are too many or their signatures too long for a shared binding"
+        signatures.append(signature)
         names.append(name)
         docs.append(doc)
     wrap = arguments.get("with_pytorch_error_handling", True) is not False

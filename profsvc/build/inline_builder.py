@@ -39,6 +39,7 @@ from profsvc.build.routes import (
     GLUE_LIGHT,
     GLUE_LIGHT_CUDA,
     GLUE_TYPES,
+    GLUE_TYPES_CUDA,
     ROUTE_SPLIT,
     ROUTE_SPLIT_BIND,
     ROUTE_SPLIT_LIGHT,
@@ -87,9 +88,8 @@ LIGHT_EXTENSION_H = """#ifndef PROFSVC_LIGHT_TORCH_EXTENSION_H
 """
 # The same with torch's CUDA context and device guard, for host code that includes them (the current stream,
 # cuBLAS handle, device properties, CUDAGuard): precompiled too, where read as text they cost seconds.
-LIGHT_CUDA_EXTENSION_H = LIGHT_EXTENSION_H.replace(
-    "#endif\n", "#include <ATen/cuda/CUDAContext.h>\n#include <c10/cuda/CUDAGuard.h>\n#endif\n"
-)
+CUDA_CONTEXT_H = "#include <ATen/cuda/CUDAContext.h>\n#include <c10/cuda/CUDAGuard.h>\n"
+LIGHT_CUDA_EXTENSION_H = LIGHT_EXTENSION_H.replace("#endif\n", CUDA_CONTEXT_H + "#endif\n")
 FULL_EXTENSION_H = "#include <torch/extension.h>\n"
 # split-bind's two: the host unit's tensors without pybind11 (whose machinery is most of a glue unit's time),
 # and the shared binding's pybind11 and torch's casters without the tensor operators (names: `torch::` as
@@ -105,6 +105,7 @@ GLUE_HEADERS = {
     GLUE_LIGHT_CUDA: LIGHT_CUDA_EXTENSION_H,
     GLUE_FULL: FULL_EXTENSION_H,
     GLUE_TYPES: TYPES_EXTENSION_H,
+    GLUE_TYPES_CUDA: TYPES_EXTENSION_H.replace("#endif\n", CUDA_CONTEXT_H + "#endif\n"),
     GLUE_BIND: BIND_EXTENSION_H,
 }
 # ninja's line for a failed step ("FAILED: main.o", from ninja 1.12 "FAILED: [code=1] main.o"); at a line's
@@ -385,6 +386,7 @@ def _split_routes(
 
 def _split_bind(
     fast: dict[str, Any],
+    header: str,
     shared: Bound,
     made: Path,
     outcome: InlineOutcome,
@@ -392,18 +394,20 @@ def _split_bind(
     builders: TorchBuilders,
     glue: Callable[[str], list[str]],
 ) -> None:
-    """Try split-bind: the host unit against torch's tensor headers, linked with the shared binding `made`."""
+    """Try split-bind: the host unit against torch's tensor headers (`header`: the light header they stand
+    in for), linked with the shared binding `made`."""
     start = time.monotonic()
-    attempt = {
-        "cpp_sources": [*fast["cpp_sources"], shared.host_source()],
-        "functions": None,
-        "extra_cflags": [*fast["extra_cflags"], *glue(GLUE_TYPES)],
-        "extra_ldflags": [*fast.get("extra_ldflags", []), str(made)],
-        "build_directory": str(folder(ROUTE_SPLIT_BIND)),
-    }
+    directory = str(folder(ROUTE_SPLIT_BIND))
     try:
+        attempt = {
+            "cpp_sources": [*fast["cpp_sources"], shared.host_source()],
+            "functions": None,
+            "extra_cflags": [*fast["extra_cflags"], *glue(routes.TYPES_FOR[header])],
+            "extra_ldflags": [*fast.get("extra_ldflags", []), str(made)],
+            "build_directory": directory,
+        }
         builders.load_inline(**{**fast, **attempt})
-        outcome.ok, outcome.route, outcome.built_in = True, ROUTE_SPLIT_BIND, attempt["build_directory"]
+        outcome.ok, outcome.route, outcome.built_in = True, ROUTE_SPLIT_BIND, directory
     except _BUILD_ERRORS as error:
         outcome.fallback_seconds = time.monotonic() - start
         outcome.reason, outcome.detail = routes.BINDING_FAILED, _failure(error)
@@ -431,7 +435,7 @@ def _bound_route(
         # fail the same way and say why.
         return
     if made is not None:
-        _split_bind(decision.fast, decision.binding, made, outcome, folder, builders, glue)
+        _split_bind(decision.fast, decision.glue_header, decision.binding, made, outcome, folder, builders, glue)
         return
     outcome.binding = decision.binding.plan.as_message()
     outcome.reason = routes.BINDING_NOT_MADE

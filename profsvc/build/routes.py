@@ -5,7 +5,8 @@ call and gets back the arguments to build with, the route to try first, and, whe
 declined, a reason code and its text. The routes, fastest first:
 
 - `split-bind`: as split-light, the functions bound by a shared object made once per list of signatures
-  (profsvc.build.binding), the host glue unit against torch's tensor headers alone (GLUE_TYPES);
+  (profsvc.build.binding), the host glue unit against torch's tensor headers alone (GLUE_TYPES, or
+  GLUE_TYPES_CUDA with torch's CUDA context and guard);
 - `split-light`: the torch headers kept out of nvcc's unit (inline_split), the host glue unit compiled at
   -O1 against a precompiled light stand-in for `torch/extension.h` (GLUE_LIGHT, or GLUE_LIGHT_CUDA where
   the host code includes torch's CUDA context or guard headers);
@@ -38,9 +39,13 @@ ROUTE_TORCH = "torch"
 GLUE_LIGHT = "light"
 GLUE_LIGHT_CUDA = "light-cuda"
 GLUE_FULL = "full"
-# The split-bind route's: torch's tensor headers for the host unit, pybind11 and torch's casters for the binding.
+# The split-bind route's: torch's tensor headers for the host unit (with its CUDA context where the light one
+# has it), pybind11 and torch's casters for the binding.
 GLUE_TYPES = "types"
+GLUE_TYPES_CUDA = "types-cuda"
 GLUE_BIND = "bind"
+# The host unit's header on split-bind, for each light one.
+TYPES_FOR = {GLUE_LIGHT: GLUE_TYPES, GLUE_LIGHT_CUDA: GLUE_TYPES_CUDA}
 
 # Reason codes: why a faster route was not taken.
 SPLIT_DECLINED = "split_declined"  # the source does something the split does not follow
@@ -233,16 +238,14 @@ def decide(arguments: dict[str, Any], *, first_line: int = 0) -> RouteDecision:
     glue = "\n".join(_sources(fast["cpp_sources"]))
     header = GLUE_LIGHT_CUDA if _CUDA_CONTEXT_INCLUDE.search(glue) else GLUE_LIGHT
     # split-bind is taken where the binding of these signatures has been made (the builder looks).
-    shared = _binding(arguments, fast, glue, header)
+    shared = _binding(arguments, fast, glue)
     if isinstance(shared, str):
         return RouteDecision(ROUTE_SPLIT_LIGHT, fast=fast, glue_header=header, binding_declined=shared)
     return RouteDecision(ROUTE_SPLIT_LIGHT, fast=fast, glue_header=header, binding=shared)
 
 
-def _binding(arguments: dict[str, Any], fast: dict[str, Any], glue: str, header: str) -> Bound | str:
+def _binding(arguments: dict[str, Any], fast: dict[str, Any], glue: str) -> Bound | str:
     """The call's shared binding, or why its functions are bound in the glue unit."""
-    if header != GLUE_LIGHT:
-        return "the host code includes torch's CUDA context or guard"
     # The binding object is compiled without the user's flags: the host unit may only have ones that leave
     # the ABI as it is (warnings, debug information).
     if any(not _ABI_NEUTRAL.fullmatch(flag) for flag in fast["extra_cflags"]):

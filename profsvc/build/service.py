@@ -54,6 +54,8 @@ RESULT_LIMIT = 8 << 20
 # Folders the builder reads from the cache itself: checked against their hashes when the server starts.
 _SHARED_FOLDERS = (PCH_FOLDER, BINDING_FOLDER)
 _BINDING_KEY = re.compile(r"[0-9a-f]{24}")
+# Shared bindings made at once, each beside the build that lacked it.
+_BINDINGS_AT_ONCE = 2
 
 
 def _result(cell: Path) -> bytes:
@@ -223,7 +225,8 @@ class BuildService:
             log.warning("a build asked for a binding that is not one: %s", error)
             return
         name = json.dumps(plan.as_message(), sort_keys=True)
-        if name not in self._bindings:
+        # A few at once: a later build with the same signatures asks again.
+        if name not in self._bindings and len(self._bindings) < _BINDINGS_AT_ONCE:
             task = asyncio.get_running_loop().create_task(self._make_binding(plan))
             self._bindings[name] = task
             task.add_done_callback(lambda _task: self._bindings.pop(name, None))

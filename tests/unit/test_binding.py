@@ -103,6 +103,14 @@ def test_a_plan_from_a_message_is_refused_unless_it_is_one_this_module_makes(mes
         BindingPlan.from_message(message)
 
 
+def test_a_plan_binds_at_most_64_functions():
+    many = {"signatures": ["void()"] * 65, "wrap": True}
+    with pytest.raises(ValueError, match="at most 64"):
+        BindingPlan.from_message(many)
+    code = "".join(f"void f{i}();\n" for i in range(65))
+    assert "too many" in _bound(code, [f"f{i}" for i in range(65)])
+
+
 def test_a_plan_round_trips_through_its_message():
     plan = BindingPlan(("std::vector<torch::Tensor>(const torch::Tensor&, int64_t)",), wrap=False)
     assert BindingPlan.from_message(plan.as_message()) == plan

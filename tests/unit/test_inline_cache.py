@@ -568,3 +568,23 @@ def test_a_binding_that_cannot_be_looked_up_leaves_the_build_to_the_split_routes
     outcome = _builder(tmp_path, lambda **kwargs: calls.append(kwargs), binding=lookup)(SEED)
     assert outcome.ok and outcome.route == "split-light" and outcome.binding is None
     assert [call["extra_cflags"][-1] for call in calls] == ["light"]
+
+
+def test_a_host_unit_whose_types_header_cannot_be_made_goes_on_to_split_light(tmp_path):
+    def glue(header):
+        if header == "types":
+            raise subprocess.CalledProcessError(1, ["c++"], stderr=b"error: ATen/Config.h: no such file")
+        return ["-include", header]
+
+    calls = []
+    outcome = _builder(tmp_path, lambda **kwargs: calls.append(kwargs), glue=glue, binding=lambda p: tmp_path)(SEED)
+    assert outcome.ok and outcome.route == "split-light" and outcome.reason == routes.BINDING_FAILED
+    assert [call["extra_cflags"][-1] for call in calls] == ["light"]
+
+
+def test_host_code_with_torchs_cuda_context_reads_the_types_header_with_it_on_split_bind(tmp_path):
+    with_stream = copy.deepcopy(SEED)
+    with_stream["cuda_sources"] = "#include <ATen/cuda/CUDAContext.h>\n" + with_stream["cuda_sources"]
+    calls = []
+    outcome = _builder(tmp_path, lambda **kwargs: calls.append(kwargs), binding=lambda p: tmp_path)(with_stream)
+    assert outcome.route == "split-bind" and calls[0]["extra_cflags"][-2:] == ["-include", "types-cuda"]
