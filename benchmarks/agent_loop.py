@@ -8,6 +8,9 @@ between calls. Each pattern is timed from the client's view, per call kind: p50,
 - `alternate`: evaluate (no profile) and profile of one source, alternating, `--rounds` pairs.
 - `new_source`: one agent iteration per round with a new source (a comment changed): compile, full
   evaluate (correctness, timing and profile); the sources are the corpus's (tests/corpus, or the seed).
+- `revise`: one agent iteration per round on the seed problem, revised as an agent revises it (a recorded trace
+  renames its module and changes its kernel every iteration): the module renamed and the CUDA source changed,
+  so each round is a cold build; compile, full evaluate. Each compile's build route is recorded.
 - `clients`: `--clients` clients at once, each with its own source: evaluate then profile; the GPU lane's
   busy share of the wall time (the server's profsvc_gpu_busy_seconds over the run).
 - `analyze`: the seed's report, warm, one at a time (`--rounds` x 3), then 64 clients at once (reports/s); then
@@ -50,7 +53,7 @@ SEED = ROOT / "tests" / "fixtures" / "seed47.py"
 REPORT = ROOT / "tests" / "fixtures" / "seed47_full.ncu-rep"
 CORPUS = ROOT / "tests" / "corpus"
 FULL_SIZE = ROOT / "benchmarks" / "full_size"
-PATTERNS = ("alternate", "new_source", "clients", "analyze", "baseline")
+PATTERNS = ("alternate", "new_source", "revise", "clients", "analyze", "baseline")
 ANALYZE_CLIENTS = 64
 # What an agent harness without profsvc runs per candidate (argv: its folder, its module).
 KERNELBENCH_EVALUATION = """
@@ -104,6 +107,18 @@ def changed(path: Path, tag: str) -> Any:
 
     text = path.read_bytes() + f"\n# agent iteration {tag}\n".encode()
     return KernelSource(main=SourceFile(name=path.name, content=text))
+
+
+def revised(tag: str) -> Any:
+    """The seed as an agent's next revision: its module renamed and its CUDA source changed (a new build)."""
+    from profsvc_contract.models import KernelSource, SourceFile
+
+    text = SEED.read_text()
+    revision = text.replace('name="vga_linear_probe"', f'name="vga_linear_{tag}"', 1)
+    revision = revision.replace("_cuda_src = r'''", f"_cuda_src = r'''\n// revision {tag}", 1)
+    if revision.count(tag) != 2:
+        raise ValueError("the seed's load_inline call or CUDA source is not where the revision expects it")
+    return KernelSource(main=SourceFile(name=SEED.name, content=revision.encode()))
 
 
 def bench_alternate(
@@ -166,6 +181,33 @@ def bench_new_source(server: Server, rounds: int, results: dict[str, Any]) -> No
             )
     results["new_source"] = {"iteration": summary(iterations), "compile": summary(compiles), "not_ok": failed}
     results["samples"]["new_source"] = {"iteration": iterations, "compile": compiles}
+
+
+def bench_revise(server: Server, rounds: int, results: dict[str, Any]) -> None:
+    from profsvc_client.client import ProfilerClient
+
+    iterations, compiles, routes, failed = [], [], [], 0
+    with ProfilerClient(server.target, timeout=600) as client:
+        for i in range(rounds):
+            source = revised(f"r{i}_{time.time_ns()}")
+            start = time.monotonic()
+            compiled = client.compile(source)
+            compiles.append(time.monotonic() - start)
+            evaluation = client.evaluate(source)
+            iterations.append(time.monotonic() - start)
+            routes.append(",".join(unit.route for unit in compiled.units))
+            failed += 0 if evaluation.correctness.ok and evaluation.profile.ok else 1
+            log(
+                f"revise {i + 1}/{rounds}: {iterations[-1]:.2f} s, compile {compiles[-1]:.2f} s ({routes[-1]}), "
+                f"correct={evaluation.correctness.ok} profiled={evaluation.profile.ok} ok={compiled.ok}"
+            )
+    results["revise"] = {
+        "iteration": summary(iterations),
+        "compile": summary(compiles),
+        "routes": routes,
+        "not_ok": failed,
+    }
+    results["samples"]["revise"] = {"iteration": iterations, "compile": compiles}
 
 
 def bench_clients(server: Server, clients: int, results: dict[str, Any]) -> None:
@@ -323,6 +365,12 @@ def table(results: dict[str, Any]) -> str:
     lines.append(row("alternate, unjailed", "evaluate (no profile)", unjailed.get("evaluate"), ""))
     lines.append(row("alternate, unjailed", "profile", unjailed.get("profile"), ""))
     lines.append(row("new source", "compile + evaluate + profile", new_source.get("iteration"), "p50 <= 8 s"))
+    lines.append(row("new source", "its compile", new_source.get("compile"), ""))
+    revise = results.get("revise", {})
+    lines.append(
+        row("revise (seed renamed, kernel changed)", "compile + evaluate + profile", revise.get("iteration"), "")
+    )
+    lines.append(row("revise", "its compile", revise.get("compile"), ""))
     lines.append(row("baseline", "fresh process + plain ncu", results.get("baseline", {}).get("iteration"), ""))
     lines.append(row("clients", "evaluate", clients.get("evaluate"), ""))
     lines.append(row("clients", "profile", clients.get("profile"), ""))
@@ -336,6 +384,7 @@ def table(results: dict[str, Any]) -> str:
             f"\nGPU lane busy {clients['gpu_busy_share_pct']:.0f} % of {clients['wall_s']:.1f} s "
             f"with {clients['clients']} clients (target >= 90 %)."
         )
+    lines += [f"\nRevise, each compile's build route: {', '.join(revise['routes'])}."] * bool(revise.get("routes"))
     if analyze:
         lines.append(
             f"Analyze under {analyze['clients']} clients: {analyze['reports_per_s']:.2f} reports/s (target >= 5)."
@@ -415,6 +464,7 @@ def main() -> int:
         steps = {
             "alternate": lambda: bench_alternate(server, args.rounds, results),
             "new_source": lambda: bench_new_source(server, max(3, args.rounds // 2), results),
+            "revise": lambda: bench_revise(server, max(3, args.rounds // 2), results),
             "clients": lambda: bench_clients(server, args.clients, results),
             "analyze": lambda: bench_analyze(server, args.rounds, results),
             "full_size": lambda: bench_full_size(server, work, results),
