@@ -26,23 +26,37 @@ BINDING_FOLDER = "binding"
 BINDING_MODULE = "profsvc_binding"
 BINDING_OBJECT = "binding.o"
 _PREFIX = "__profsvc_binding_"
+_HIDDEN = '__attribute__((visibility("hidden")))'
 # Bounds on what a plan may ask the server to compile (a module past them binds in its glue unit).
 MAX_FUNCTIONS = 64
 MAX_SIGNATURE = 400
 
-# The words a bound signature may be spelled with: torch's tensor and scalar types, the standard containers
-# pybind11 converts, C++'s arithmetic types. A signature with any other word is bound in the glue unit.
-ALLOWED_WORDS = frozenset(
-    "torch at c10 std Tensor optional vector string tuple Scalar ScalarType IntArrayRef Device Dtype "
-    "Layout MemoryFormat Generator int long short char signed unsigned bool float double void const "
+# The words a bound signature may be spelled with: torch's tensor and scalar types and the standard containers
+# pybind11 converts, each after its namespace (`torch::Tensor`, `std::vector`), as the binding unit, which has
+# no `using` of the user's, reads them; and C++'s arithmetic types. A signature with any other word is bound
+# in the glue unit.
+NAMESPACES = frozenset({"torch", "at", "c10", "std"})
+QUALIFIED_WORDS = frozenset(
+    "Tensor optional vector string tuple Scalar ScalarType IntArrayRef Device Layout MemoryFormat Generator".split()
+)
+PLAIN_WORDS = frozenset(
+    "int long short char signed unsigned bool float double void const "
     "int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t".split()
 )
+ALLOWED_WORDS = NAMESPACES | QUALIFIED_WORDS | PLAIN_WORDS
 _TOKEN = re.compile(r"\s*(::|&&|[A-Za-z_]\w*|[<>,&*()\[\]=;{}]|\S)")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 # What may precede a function's result type in its declaration (dropped from the signature).
 _SPECIFIERS = frozenset({"static", "inline", "extern", "TORCH_API", "C10_EXPORT", "__host__"})
 # Code the binding cannot stand in for: pybind11 in the host code, a module of its own.
 _PYBIND = re.compile(r"\bpy::|\bpybind11\b|\bPYBIND11_|#\s*include\s*[<\"](?:torch/python\.h|Python\.h)")
+# Host code that could give a signature's words another meaning than the binding unit gives them: a macro or a
+# type of that name, or declarations added to torch's or std's namespaces.
+_WORD = "|".join(sorted(ALLOWED_WORDS))
+_REDEFINES = re.compile(
+    rf"#\s*define\s+(?:{_WORD})\b|\busing\s+(?:{_WORD})\s*=|\b(?:struct|class|union|enum)\s+(?:{_WORD})\b"
+    rf"|\btypedef\b[^;]*\b(?:{_WORD})\s*;|\bnamespace\s+(?:{'|'.join(sorted(NAMESPACES))})\s*\{{"
+)
 
 
 @dataclass(frozen=True)
@@ -107,26 +121,31 @@ class Bound:
     docs: tuple[str, ...]
 
     def host_source(self) -> str:
-        """Appended to the host unit: the pointers and names the object reads, and the module's entry point."""
+        """Appended to the host unit: the pointers and names the object reads, and the module's entry point.
+
+        Hidden here, they and the object's entry point are hidden in the library (the linker takes the most
+        restrictive visibility of a symbol): another extension loaded into the same process, with RTLD_GLOBAL
+        too, binds its own.
+        """
         lines = [
             "#define PROFSVC_BINDING_JOIN2(a, b) a##b",
             "#define PROFSVC_BINDING_JOIN(a, b) PROFSVC_BINDING_JOIN2(a, b)",
             "#define PROFSVC_BINDING_TEXT2(a) #a",
             "#define PROFSVC_BINDING_TEXT(a) PROFSVC_BINDING_TEXT2(a)",
-            f'extern "C" void* PyInit_{BINDING_MODULE}();',
+            f'extern "C" {_HIDDEN} void* PyInit_{BINDING_MODULE}();',
             'extern "C" __attribute__((visibility("default"))) void* '
             "PROFSVC_BINDING_JOIN(PyInit_, TORCH_EXTENSION_NAME)() {",
             f"  return PyInit_{BINDING_MODULE}();",
             "}",
-            f"extern const char* const {_PREFIX}module = PROFSVC_BINDING_TEXT(TORCH_EXTENSION_NAME);",
+            f"extern {_HIDDEN} const char* const {_PREFIX}module = PROFSVC_BINDING_TEXT(TORCH_EXTENSION_NAME);",
         ]
         for i, (signature, name, doc) in enumerate(zip(self.plan.signatures, self.names, self.docs, strict=True)):
             lines += [
                 f"using {_PREFIX}type{i} = {signature};",
-                f"extern {_PREFIX}type{i}* const {_PREFIX}function{i} = &{name};",
-                f'extern const char* const {_PREFIX}name{i} = "{name}";',
+                f"extern {_HIDDEN} {_PREFIX}type{i}* const {_PREFIX}function{i} = &{name};",
+                f'extern {_HIDDEN} const char* const {_PREFIX}name{i} = "{name}";',
                 # As load_inline writes it: the docstring between quotes, as given.
-                f'extern const char* const {_PREFIX}doc{i} = "{doc}";',
+                f'extern {_HIDDEN} const char* const {_PREFIX}doc{i} = "{doc}";',
             ]
         return "\n" + "\n".join(lines) + "\n"
 
@@ -178,7 +197,19 @@ def _parameter_type(tokens: list[str]) -> list[str] | None:
 
 
 def _allowed(tokens: list[str]) -> bool:
-    return bool(tokens) and all(t in ALLOWED_WORDS or t in ("::", "<", ">", ",", "&", "&&") for t in tokens)
+    """Only allowed words, a namespace always followed by `::` and a qualified word always after one."""
+    for i, token in enumerate(tokens):
+        after = tokens[i + 1] if i + 1 < len(tokens) else ""
+        before = tokens[i - 1] if i else ""
+        if token in NAMESPACES and (after != "::" or before == "::"):
+            return False
+        if token in QUALIFIED_WORDS and (before != "::" or tokens[i - 2] not in NAMESPACES):
+            return False
+        if token == "::" and (before not in NAMESPACES or after not in QUALIFIED_WORDS):
+            return False
+        if token not in ALLOWED_WORDS and token not in ("::", "<", ">", ",", "&", "&&"):
+            return False
+    return bool(tokens)
 
 
 def _signature_of(text: str) -> str | None:
@@ -227,6 +258,24 @@ def _declarations(code: str, name: str) -> list[str]:
     return found
 
 
+_DECLINED = "declined: "
+
+
+def _bound_signature(glue_code: str, name: Any, doc: Any, count: int) -> str:
+    """One function's signature, or `_DECLINED` and why it is not one to bind."""
+    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name) or not isinstance(doc, str):
+        return f"{_DECLINED}the function {str(name)[:80]!r} is not named by a plain identifier"
+    if '"' in doc or "\\" in doc or "\n" in doc:
+        return f"{_DECLINED}the docstring of {name} holds quotes, backslashes or newlines"
+    found = {_signature_of(d) for d in _declarations(glue_code, name)}
+    if len(found) != 1 or None in found:
+        return f"{_DECLINED}{name} is not declared once, at the top level, with a signature of torch and C++ types"
+    signature = str(found.pop())
+    if len(signature) > MAX_SIGNATURE or count > MAX_FUNCTIONS:
+        return f"{_DECLINED}the functions are too many or their signatures too long for a shared binding"
+    return signature
+
+
 def bound(arguments: dict[str, Any], glue_code: str) -> Bound | str:
     """The call's binding as a shared object, or why its functions are bound in the glue unit.
 
@@ -241,18 +290,13 @@ def bound(arguments: dict[str, Any], glue_code: str) -> Bound | str:
         return "the call binds no functions"
     if _PYBIND.search(glue_code):
         return "the host code uses pybind11 itself"
+    if _REDEFINES.search(glue_code):
+        return "the host code defines a name the bound signatures use"
     signatures, names, docs = [], [], []
     for name, doc in functions.items():
-        if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name) or not isinstance(doc, str):
-            return f"the function {str(name)[:80]!r} is not named by a plain identifier"
-        if '"' in doc or "\\" in doc or "\n" in doc:
-            return f"the docstring of {name} holds quotes, backslashes or newlines"
-        found = {_signature_of(d) for d in _declarations(glue_code, name)}
-        if len(found) != 1 or None in found:
-            return f"{name} is not declared once, at the top level, with a signature of torch and C++ types"
-        signature = found.pop()
-        if signature is None or len(signature) > MAX_SIGNATURE or len(functions) > MAX_FUNCTIONS:
-            return "the functions are too many or their signatures too long for a shared binding"
+        signature = _bound_signature(glue_code, name, doc, len(functions))
+        if signature.startswith(_DECLINED):
+            return signature.removeprefix(_DECLINED)
         signatures.append(signature)
         names.append(name)
         docs.append(doc)

@@ -439,7 +439,7 @@ def _bound_route(
         return
     outcome.binding = decision.binding.plan.as_message()
     outcome.reason = routes.BINDING_NOT_MADE
-    outcome.detail = "the shared binding of these signatures is being made: the next build with them uses it"
+    outcome.detail = "the shared binding of these signatures was not made yet (the server makes it for the next build)"
 
 
 def binding_key(plan: BindingPlan) -> str:

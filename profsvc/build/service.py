@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import hashlib
 import json
 import logging
@@ -170,8 +171,11 @@ class BuildService:
         self._known: dict[str, str] | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self._headers: asyncio.Task[None] | None = None
-        # Shared bindings being made, by plan (one run each).
+        # Shared bindings being made, by plan (one run each), and the plans asked for already (made, or that
+        # failed to build: not tried again while the server runs).
         self._bindings: dict[str, asyncio.Task[None]] = {}
+        self._asked: set[str] = set()
+        self._closing = False
 
     async def environment(self) -> dict[str, str]:
         """The environment builds are keyed by (asked once)."""
@@ -210,8 +214,10 @@ class BuildService:
             log.exception("making the glue headers failed")
 
     async def close(self) -> None:
-        """Stop making the glue headers and shared bindings (their builders are killed)."""
-        for task in [self._headers, *self._bindings.values()]:
+        """Stop making shared bindings and the glue headers (their builders are killed); start no more."""
+        self._closing = True
+        # The bindings first: they wait for the headers, whose cancellation would start them.
+        for task in [*self._bindings.values(), self._headers]:
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(BaseException):
@@ -226,29 +232,35 @@ class BuildService:
             return
         name = json.dumps(plan.as_message(), sort_keys=True)
         # A few at once: a later build with the same signatures asks again.
-        if name not in self._bindings and len(self._bindings) < _BINDINGS_AT_ONCE:
-            task = asyncio.get_running_loop().create_task(self._make_binding(plan))
-            self._bindings[name] = task
-            task.add_done_callback(lambda _task: self._bindings.pop(name, None))
+        if self._closing or name in self._asked or len(self._bindings) >= _BINDINGS_AT_ONCE:
+            return
+        self._asked.add(name)
+        # In a context of its own: the run is no job's, its time in none's timings.
+        task = asyncio.get_running_loop().create_task(self._make_binding(plan), context=contextvars.Context())
+        self._bindings[name] = task
+        task.add_done_callback(lambda _task: self._bindings.pop(name, None))
 
     async def _make_binding(self, plan: BindingPlan) -> None:
-        await self._headers_made()
-        async with self.run_builder({"op": "bind", "plan": plan.as_message()}) as (process, cell):
-            try:
-                key = json.loads(_result(cell))["key"]
-            except (OSError, ValueError, KeyError, TypeError):
-                log.warning(
-                    "a shared binding was not made (exit status %s): %s",
-                    process.returncode,
-                    process.output.strip()[-2000:],
-                )
-                return
-            if not isinstance(key, str) or not _BINDING_KEY.fullmatch(key):
-                return
-            staged = cell / BINDING_FOLDER / key
-            if staged.is_dir():
-                await asyncio.to_thread(self.index.install, staged, f"{BINDING_FOLDER}/{key}", [BINDING_OBJECT])
-        log.info("shared binding made: %s", ", ".join(plan.signatures))
+        try:
+            await self._headers_made()
+            async with self.run_builder({"op": "bind", "plan": plan.as_message()}) as (process, cell):
+                try:
+                    key = json.loads(_result(cell))["key"]
+                except (OSError, ValueError, KeyError, TypeError):
+                    tail = process.output.strip()[-2000:]
+                    log.warning("a shared binding was not made (exit status %s): %s", process.returncode, tail)
+                    return
+                staged = cell / BINDING_FOLDER / str(key)
+                if not isinstance(key, str) or not _BINDING_KEY.fullmatch(key):
+                    return
+                if staged.is_dir():
+                    await asyncio.to_thread(self.index.install, staged, f"{BINDING_FOLDER}/{key}", [BINDING_OBJECT])
+                if self.index.verified(f"{BINDING_FOLDER}/{key}"):
+                    log.info("shared binding made: %s", "; ".join(plan.signatures))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("making a shared binding failed")
 
     @contextlib.asynccontextmanager
     async def _locked(self, key: str) -> AsyncIterator[None]:

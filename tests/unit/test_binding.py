@@ -65,6 +65,14 @@ def test_a_declaration_and_its_definition_agree_and_calls_in_bodies_do_not_count
         ("py::object f(torch::Tensor x);", ["f"], "pybind11"),
         ("torch::Tensor f(torch::Tensor x);", ["k::f"], "plain identifier"),
         ("torch::Tensor f(torch::Tensor x);", {"f": 'say "hi"'}, "quotes"),
+        # The binding unit reads the words as torch and std name them, with no `using` of the user's.
+        ("using torch::Tensor;\nTensor f(Tensor x);", ["f"], "not declared once"),
+        ("torch::Dtype f(torch::Tensor x);", ["f"], "not declared once"),
+        ("torch::Tensor f(torch::Tensor x, std::int64_t n);", ["f"], "not declared once"),
+        # Where the host unit could read a word otherwise than the binding unit does.
+        ("#define double float\ntorch::Tensor f(torch::Tensor x, double s);", ["f"], "defines a name"),
+        ("namespace torch { using T = int; }\ntorch::Tensor f(torch::Tensor x);", ["f"], "defines a name"),
+        ("using Tensor = int;\ntorch::Tensor f(torch::Tensor x);", ["f"], "defines a name"),
     ],
 )
 def test_what_the_shared_binding_does_not_stand_in_for_is_bound_in_the_glue_unit(code, functions, why):
@@ -95,6 +103,8 @@ def test_a_plan_names_no_function_or_module_so_every_candidate_with_its_signatur
         {"signatures": ['int(decltype([]{ return system("x"); }()))'], "wrap": True},
         {"signatures": ["torch::Tensor(torch::Tensor);\nint x = 1"], "wrap": True},
         {"signatures": ["torch::Tensor (torch::Tensor)"], "wrap": True},  # not the canonical spelling
+        {"signatures": ["Tensor(Tensor)"], "wrap": True},
+        {"signatures": ["torch::torch::Tensor(int)"], "wrap": True},
         "torch::Tensor(torch::Tensor)",
     ],
 )
@@ -116,46 +126,62 @@ def test_a_plan_round_trips_through_its_message():
     assert BindingPlan.from_message(plan.as_message()) == plan
 
 
-@pytest.mark.slow  # two C++ builds against torch's headers: about a minute on two cores
-def test_a_module_bound_by_a_shared_binding_imports_under_its_own_name_and_calls_its_function(tmp_path, monkeypatch):
+@pytest.mark.slow  # three C++ builds against torch's headers: about two minutes on two cores
+def test_modules_bound_by_one_shared_binding_import_under_their_names_and_call_their_own_functions(
+    tmp_path, monkeypatch
+):
+    import ctypes
     import importlib.util
     import shutil
+    import sys
     from pathlib import Path
 
     import torch
     from torch.utils import cpp_extension
 
+    from profsvc.build.inline_builder import BINDING_OBJECT, GLUE_HEADERS, make_binding, torch_builders
+    from profsvc.build.routes import GLUE_TYPES, glue_cflags
+
     nvcc = shutil.which("nvcc")
     assert nvcc, "nvcc (the CUDA 13.0 toolkit) is not on PATH"
     # The glue flags name CUDA's headers, which a torch built without CUDA does not find by itself.
     monkeypatch.setattr(cpp_extension, "CUDA_HOME", str(Path(nvcc).resolve().parent.parent))
-
-    from profsvc.build.inline_builder import BINDING_OBJECT, make_binding, torch_builders
-    from profsvc.build.routes import glue_cflags
-
-    host = "#include <torch/extension.h>\ntorch::Tensor twice(const torch::Tensor& x) { return x * 2; }\n"
-    shared = _bound(host, {"twice": "doubles"})
-    assert not isinstance(shared, str)
+    # Extensions loaded with RTLD_GLOBAL, as some programs do: each must still bind its own function (functions
+    # of one name in two extensions would interpose on each other so, whatever binds them: these differ).
+    monkeypatch.setattr(sys, "getdlopenflags", sys.getdlopenflags)
+    sys.setdlopenflags(sys.getdlopenflags() | ctypes.RTLD_GLOBAL)
     builders = torch_builders()
-    key = make_binding(tmp_path / "cache", tmp_path / "staging", shared.plan, builders)
-    made = tmp_path / "staging" / "binding" / key / BINDING_OBJECT
-    assert made.is_file()
-    # The host unit as split-bind builds it, here without CUDA code (torch's C++-only link).
-    build = tmp_path / "host"
-    build.mkdir()
-    builders.load_inline(
-        name="twice_ext",
-        cpp_sources=[host + shared.host_source()],
-        extra_cflags=glue_cflags([]),
-        extra_ldflags=[str(made)],
-        build_directory=str(build),
-    )
-    spec = importlib.util.spec_from_file_location("twice_ext", build / "twice_ext.so")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.__name__ == "twice_ext"
-    assert module.twice.__doc__.strip().endswith("doubles")
-    assert module.twice(torch.tensor([1.5, -2.0])).tolist() == [3.0, -4.0]
+    # The host unit as split-bind compiles it: against torch's tensor headers alone, read as text here.
+    types = tmp_path / "types"
+    (types / "torch").mkdir(parents=True)
+    (types / "torch" / "extension.h").write_text(GLUE_HEADERS[GLUE_TYPES])
+    modules = {}
+    for name, factor in (("twice_ext", 2), ("thrice_ext", 3)):
+        function = f"scale{factor}"
+        body = f"torch::Tensor {function}(const torch::Tensor& x) {{ return x * {factor}; }}\n"
+        host = "#include <torch/extension.h>\n" + body
+        shared = _bound(host, {function: f"times {factor}"})
+        assert not isinstance(shared, str)
+        key = make_binding(tmp_path / "cache", tmp_path / "staging", shared.plan, builders)
+        made = tmp_path / "staging" / "binding" / key / BINDING_OBJECT
+        assert made.is_file()
+        build = tmp_path / name
+        build.mkdir()
+        builders.load_inline(
+            name=name,
+            cpp_sources=[host + shared.host_source()],
+            extra_cflags=[*glue_cflags([]), "-I", str(types)],
+            extra_ldflags=[str(made)],
+            build_directory=str(build),
+        )
+        spec = importlib.util.spec_from_file_location(name, build / f"{name}.so")
+        assert spec is not None and spec.loader is not None
+        modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(modules[name])
+    twice, thrice = modules["twice_ext"], modules["thrice_ext"]
+    assert (twice.__name__, thrice.__name__) == ("twice_ext", "thrice_ext")
+    assert twice.scale2.__doc__.strip().endswith("times 2") and thrice.scale3.__doc__.strip().endswith("times 3")
+    assert twice.scale2(torch.tensor([1.5, -2.0])).tolist() == [3.0, -4.0]
+    assert thrice.scale3(torch.tensor([1.5, -2.0])).tolist() == [4.5, -6.0]
     with pytest.raises(TypeError):
-        module.twice("not a tensor")
+        twice.scale2("not a tensor")

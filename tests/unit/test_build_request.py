@@ -126,6 +126,8 @@ class Builder:
         self.hold_headers: asyncio.Event | None = None
         # Set: what a build's cell says in place of the builder's outcome (user code ran there).
         self.forged: dict | None = None
+        # The plans of the shared-binding runs asked for.
+        self.plans: list[dict] = []
 
     @contextlib.asynccontextmanager
     async def __call__(self, request: dict):
@@ -135,7 +137,14 @@ class Builder:
             await asyncio.Event().wait()
         cell = self.root / f"cell{len(self.requests)}"
         cell.mkdir(parents=True)
-        if request.get("op") == "prepare":
+        if request.get("op") == "bind":
+            # The object a trusted run makes from the plan alone, under the key it computes.
+            self.plans.append(request["plan"])
+            key = hashlib.sha256(json.dumps(request["plan"]).encode()).hexdigest()[:24]
+            (cell / "binding" / key).mkdir(parents=True)
+            (cell / "binding" / key / "binding.o").write_bytes(b"object")
+            outcome = {"key": key}
+        elif request.get("op") == "prepare":
             (cell / "pch" / "k1").mkdir(parents=True)
             (cell / "pch" / "k1" / "torch_extension.h.gch").write_bytes(b"made")
             outcome = {"headers": {"light": "ok", "light-cuda": "ok", "full": "ok"}}
@@ -143,6 +152,8 @@ class Builder:
             # What a user's flags could plant in a build's cell: never installed.
             (cell / "pch" / "planted").mkdir(parents=True)
             (cell / "pch" / "planted" / "torch_extension.h.gch").write_bytes(b"planted")
+            (cell / "binding" / ("0" * 24)).mkdir(parents=True)
+            (cell / "binding" / ("0" * 24) / "binding.o").write_bytes(b"planted")
             route = "split-light" if request["arguments"].get("cuda_sources") else "torch"
             folder = cell / (f"{request['key']}-{route}" if route != "torch" else request["key"])
             folder.mkdir()
@@ -244,3 +255,76 @@ def test_an_outcome_a_build_forged_in_its_cell_is_not_trusted(tmp_path, forged):
     # Nothing installed, in the cache or beside it.
     assert {p.name for p in tmp_path.iterdir()} <= {"cache", "cells", "index"}
     assert not list((tmp_path / "cache").glob("*")) and not list((tmp_path / "index").glob("*"))
+
+
+# ---------------------------------------------------------------- shared bindings
+
+PLAN = {"signatures": ["torch::Tensor(torch::Tensor)"], "wrap": True}
+
+
+def _binding_runs(service: BuildService, *messages: dict) -> list[dict]:
+    """The replies to `messages`, handled one after another, once the shared bindings they asked for are made."""
+
+    async def scenario() -> list[dict]:
+        replies = [await service.handle(message) for message in messages]
+        await asyncio.gather(*service._bindings.values())
+        return replies
+
+    return asyncio.run(scenario())
+
+
+def test_a_binding_a_build_lacked_is_made_in_a_run_of_its_own_once_and_installed(tmp_path):
+    service, builder = _service(tmp_path)
+    builder.forged = {"binding": PLAN}
+    replies = _binding_runs(service, _message(), _message(cuda_sources=KERNEL + "// changed\n"))
+    assert all(reply["ok"] for reply in replies)
+    assert [r["op"] for r in builder.requests] == ["prepare", "build", "bind", "build"]
+    assert builder.plans == [PLAN]  # the second build's plan was asked for already
+    (made,) = (tmp_path / "cache" / "binding").iterdir()
+    assert service.index.verified(f"binding/{made.name}") and (made / "binding.o").read_bytes() == b"object"
+    # What a build's cell held under binding/ (its user's flags ran there) is not installed.
+    assert not (tmp_path / "cache" / "binding" / ("0" * 24)).exists()
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        {"signatures": ["Tensor(Tensor)"], "wrap": True},
+        {"signatures": ["int(decltype([]{ return 0; }()))"], "wrap": True},
+        {"signatures": ["torch::Tensor(torch::Tensor)"]},
+        "torch::Tensor(torch::Tensor)",
+    ],
+)
+def test_a_plan_that_is_not_one_the_server_would_make_starts_no_run(tmp_path, plan):
+    service, builder = _service(tmp_path)
+    builder.forged = {"binding": plan} if isinstance(plan, dict) else {}
+    (reply,) = _binding_runs(service, _message())
+    assert reply["ok"] and "bind" not in [r["op"] for r in builder.requests]
+
+
+def test_a_closing_server_starts_no_binding(tmp_path):
+    service, builder = _service(tmp_path)
+    builder.forged = {"binding": PLAN}
+
+    async def scenario() -> None:
+        await service.close()
+        await service.handle(_message())
+
+    asyncio.run(scenario())
+    assert builder.plans == [] and not service._bindings
+
+
+def test_the_sweep_keeps_verified_bindings_and_removes_the_others(tmp_path):
+    service, builder = _service(tmp_path)
+    builder.forged = {"binding": PLAN}
+    _binding_runs(service, _message())
+    (made,) = (tmp_path / "cache" / "binding").iterdir()
+    stray = tmp_path / "cache" / "binding" / ("1" * 24)
+    stray.mkdir()
+    (stray / "binding.o").write_bytes(b"left by an older server")
+    changed = tmp_path / "cache" / "binding" / ("2" * 24)
+    changed.mkdir()
+    (changed / "binding.o").write_bytes(b"object")
+    (tmp_path / "index" / f"binding__{'2' * 24}.json").write_text(json.dumps({"files": {"binding.o": "0" * 64}}))
+    BuildCacheIndex(tmp_path / "cache", tmp_path / "index").sweep()
+    assert [p.name for p in (tmp_path / "cache" / "binding").iterdir()] == [made.name]
