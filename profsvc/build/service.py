@@ -35,10 +35,11 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
-from profsvc.build.binding import BINDING_FOLDER, BINDING_OBJECT, BindingPlan
+from profsvc.build.binding import BINDING_FOLDER, BINDING_OBJECT, COMMON_SIGNATURES, BindingPlan
 from profsvc.build.inline_builder import PCH_FOLDER, ROUTE_FILE, ROUTES, recorded_route, route_folder
 from profsvc.build.python_problem import unit_line
 from profsvc.build.request import BadBuildRequest, BuildRequest
+from profsvc.build.routes import GLUE_BIND, GLUE_TYPES
 from profsvc.jobfiles import read_regular
 from profsvc.proc import ProcessResult, server_note
 from profsvc.worker.inline_split import Declined
@@ -198,6 +199,24 @@ class BuildService:
                 return
             await asyncio.to_thread(self._install_pch, cell)
         log.info("glue headers: %s", "; ".join(f"{header}: {state}" for header, state in outcome.items()))
+        if outcome.get(GLUE_TYPES) == outcome.get(GLUE_BIND) == "ok":
+            self._bind_common()
+
+    def _bind_common(self) -> None:
+        """Make the shared bindings of the commonest signatures, one after another, as the headers are: a
+        first candidate that binds one of them builds on split-bind."""
+
+        async def common() -> None:
+            for signature in COMMON_SIGNATURES:
+                plan = BindingPlan((signature,))
+                name = json.dumps(plan.as_message(), sort_keys=True)
+                if name not in self._asked and not self._closing:
+                    self._asked.add(name)
+                    await self._make_binding(plan)
+
+        task = asyncio.get_running_loop().create_task(common(), context=contextvars.Context())
+        self._bindings["common"] = task
+        task.add_done_callback(lambda _task: self._bindings.pop("common", None))
 
     async def _headers_made(self) -> None:
         self.prepare_headers()

@@ -128,6 +128,8 @@ class Builder:
         self.forged: dict | None = None
         # The plans of the shared-binding runs asked for.
         self.plans: list[dict] = []
+        # What the glue headers' run says of each header it made.
+        self.headers = {"light": "ok", "light-cuda": "ok", "full": "ok"}
 
     @contextlib.asynccontextmanager
     async def __call__(self, request: dict):
@@ -147,7 +149,7 @@ class Builder:
         elif request.get("op") == "prepare":
             (cell / "pch" / "k1").mkdir(parents=True)
             (cell / "pch" / "k1" / "torch_extension.h.gch").write_bytes(b"made")
-            outcome = {"headers": {"light": "ok", "light-cuda": "ok", "full": "ok"}}
+            outcome = {"headers": self.headers}
         else:
             # What a user's flags could plant in a build's cell: never installed.
             (cell / "pch" / "planted").mkdir(parents=True)
@@ -328,3 +330,19 @@ def test_the_sweep_keeps_verified_bindings_and_removes_the_others(tmp_path):
     (tmp_path / "index" / f"binding__{'2' * 24}.json").write_text(json.dumps({"files": {"binding.o": "0" * 64}}))
     BuildCacheIndex(tmp_path / "cache", tmp_path / "index").sweep()
     assert [p.name for p in (tmp_path / "cache" / "binding").iterdir()] == [made.name]
+
+
+def test_the_commonest_bindings_are_made_once_the_headers_are_and_only_then(tmp_path):
+    for made in (True, False):
+        service, builder = _service(tmp_path / str(made))
+        builder.headers |= {"types": "ok", "bind": "ok" if made else "error: pybind11/pybind11.h not found"}
+        _binding_runs(service, _message())
+        expected = [{"signatures": [s], "wrap": True} for s in COMMON] if made else []
+        assert builder.plans == expected
+
+
+COMMON = (
+    "torch::Tensor(torch::Tensor)",
+    "torch::Tensor(torch::Tensor, torch::Tensor)",
+    "torch::Tensor(torch::Tensor, torch::Tensor, torch::Tensor)",
+)
