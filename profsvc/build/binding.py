@@ -169,8 +169,6 @@ def _spelled(tokens: list[str]) -> str:
     for token in tokens:
         if out and _IDENTIFIER.fullmatch(token) and (_IDENTIFIER.fullmatch(out[-1]) or out[-1] in ">*&"):
             out += " "
-        elif token in ("&", "&&", "*") and out and _IDENTIFIER.fullmatch(out[-1]):
-            out += ""
         out += token if token != "," else ", "
     return out
 
