@@ -439,7 +439,9 @@ def _bound_route(
         return
     outcome.binding = decision.binding.plan.as_message()
     outcome.reason = routes.BINDING_NOT_MADE
-    outcome.detail = "the shared binding of these signatures was not made yet (the server makes it for the next build)"
+    outcome.detail = (
+        "the shared binding of these signatures was not made yet: builds with them once it is take split-bind"
+    )
 
 
 def binding_key(plan: BindingPlan) -> str:

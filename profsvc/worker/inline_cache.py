@@ -25,12 +25,13 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from profsvc.build import request as wire
 from profsvc.build import routes
-from profsvc.build.inline_builder import ROUTES, build_call, recorded_route, route_folder, torch_builders
+from profsvc.build.inline_builder import ROUTES, build_call, made_binding, recorded_route, route_folder, torch_builders
 from profsvc.build.request import BuildRequest, SentFolder
 from profsvc.worker.control import ControlChannel
 
@@ -156,7 +157,8 @@ def build_here(request: BuildRequest, key: str, cache_root: Path) -> dict[str, A
 
         return inline_builder.prepare_pch(cache_root, cache_root, header=header)
 
-    outcome = build_call(request, key, cache_root, torch_builders(), glue)
+    # A shared binding is used where a server made one in this cache; none is made here.
+    outcome = build_call(request, key, cache_root, torch_builders(), glue, partial(made_binding, cache_root))
     return {**outcome.as_dict(), "cached": False, "directory": outcome.built_in}
 
 
