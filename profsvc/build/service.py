@@ -276,9 +276,7 @@ class BuildService:
                     await asyncio.to_thread(self.index.install, staged, f"{BINDING_FOLDER}/{key}", [BINDING_OBJECT])
                 if self.index.verified(f"{BINDING_FOLDER}/{key}"):
                     log.info("shared binding made: %s", "; ".join(plan.signatures))
-        except asyncio.CancelledError:
-            raise
-        except Exception:
+        except Exception:  # cancellation is not one: it goes on
             log.exception("making a shared binding failed")
 
     @contextlib.asynccontextmanager
