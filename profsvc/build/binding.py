@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from profsvc.worker.inline_split import split_top
+
 BINDING_FOLDER = "binding"
 # The object's module name: its PyInit_ is the one the host unit forwards to.
 BINDING_MODULE = "profsvc_binding"
@@ -173,21 +175,6 @@ def _spelled(tokens: list[str]) -> str:
     return out
 
 
-def _top_level_split(tokens: list[str]) -> list[list[str]]:
-    parts: list[list[str]] = [[]]
-    depth = 0
-    for token in tokens:
-        if token in "<([":
-            depth += 1
-        elif token in ">)]":
-            depth -= 1
-        if token == "," and depth == 0:
-            parts.append([])
-        else:
-            parts[-1].append(token)
-    return parts
-
-
 def _parameter_type(tokens: list[str]) -> list[str] | None:
     """A parameter's type, its name dropped; None where it has a default or is not a type of allowed words."""
     if "=" in tokens or not tokens:
@@ -228,10 +215,11 @@ def _signature_of(text: str) -> str | None:
     result = [t for t in tokens[:open_at] if t not in _SPECIFIERS]
     if not _allowed(result) or result[-1] == "::":
         return None
-    inner = tokens[open_at + 1 : -1]
+    # The first "(" and the last ")" of the text are those of the tokens: tokens keep every other character.
+    parts = [_tokens(part) for part in split_top(text[text.index("(") + 1 : text.rindex(")")])]
     parameters: list[str] = []
-    if inner and inner != ["void"]:
-        for part in _top_level_split(inner):
+    if parts not in ([[]], [["void"]]):
+        for part in parts:
             kept = _parameter_type(part)
             if kept is None:
                 return None

@@ -284,7 +284,7 @@ class _Scanner:
         return self.start
 
 
-def _split_top(text: str) -> list[str]:
+def split_top(text: str) -> list[str]:
     """Split at top-level commas (outside (), [], {} and <>)."""
     parts, depth, current = [], 0, []
     for c in text:
@@ -316,7 +316,7 @@ def _template_split(head: str) -> tuple[list[tuple[str, bool]] | None, str]:
     if open_angle < 0 or i >= len(head):
         raise _Unfollowable("a template head it cannot read")
     parameters = []
-    for parameter in _split_top(head[open_angle + 1 : i]):
+    for parameter in split_top(head[open_angle + 1 : i]):
         if "..." in parameter:
             raise _Unfollowable("a variadic template kernel")
         declarator, _, default = parameter.partition("=")
@@ -335,7 +335,7 @@ def _kernel_params(head: str) -> tuple[str, list[str]] | None:
         return None
     params = head[open_paren + 1 : close_paren]
     names = []
-    for param in _split_top(params):
+    for param in split_top(params):
         declarator = re.sub(r"\[[^\]]*\]", "", param.split("=")[0])
         idents = _IDENT.findall(declarator)
         if not idents or (idents[-1] == "void" and len(idents) == 1):
@@ -435,7 +435,7 @@ class _Launchers:
         kernel = self.kernels.get(name)
         if kernel is None:
             raise _Unfollowable(f"launch of {name}: not a kernel defined at top level with named parameters", at)
-        args = _split_top(template_args[1:-1]) if template_args else []
+        args = split_top(template_args[1:-1]) if template_args else []
         key = (name, ",".join(a.strip() for a in args))
         if key in self.by_key:
             return self.by_key[key], key in self.dispatched
@@ -513,7 +513,7 @@ def _rewrite_launches(text: str, code: str, launchers: _Launchers, offset: int) 
         if config_end < 0:
             raise _Unfollowable(f"launch of {name}: no `>>>`", at)
         paren = code.find("(", config_end + 3)
-        config = _split_top(code[match.end() : config_end])
+        config = split_top(code[match.end() : config_end])
         if paren < 0 or code[config_end + 3 : paren].strip() or not 2 <= len(config) <= 4:
             raise _Unfollowable(f"launch of {name}: not a plain `<<<cfg>>>(args)`", at)
         launcher, templated = launchers.launcher(name, template_args, at, _dispatch_at(code, match.start()))
