@@ -68,6 +68,16 @@ def _result(cell: Path) -> bytes:
     return content
 
 
+def _run_result(process: ProcessResult, cell: Path, field: str, failed: str) -> Any:
+    """`field` of the result of a builder run of the server's own (headers, a binding); None where the run left
+    none, logged with `failed` and the run's last output."""
+    try:
+        return json.loads(_result(cell))[field]
+    except (OSError, ValueError, KeyError, TypeError):
+        log.warning("%s (exit status %s): %s", failed, process.returncode, process.output.strip()[-2000:])
+        return None
+
+
 def sha256_file(path: Path) -> str:
     """Content hash of a file."""
     digest = hashlib.sha256()
@@ -191,11 +201,8 @@ class BuildService:
 
     async def _prepare_headers(self) -> None:
         async with self.run_builder({"op": "prepare"}) as (process, cell):
-            try:
-                outcome = json.loads(_result(cell))["headers"]
-            except (OSError, ValueError, KeyError, TypeError):
-                tail = process.output.strip()[-2000:]
-                log.warning("the glue headers were not made (exit status %s): %s", process.returncode, tail)
+            outcome = _run_result(process, cell, "headers", "the glue headers were not made")
+            if outcome is None:
                 return
             await asyncio.to_thread(self._install_pch, cell)
         log.info("glue headers: %s", "; ".join(f"{header}: {state}" for header, state in outcome.items()))
@@ -263,15 +270,10 @@ class BuildService:
         try:
             await self._headers_made()
             async with self.run_builder({"op": "bind", "plan": plan.as_message()}) as (process, cell):
-                try:
-                    key = json.loads(_result(cell))["key"]
-                except (OSError, ValueError, KeyError, TypeError):
-                    tail = process.output.strip()[-2000:]
-                    log.warning("a shared binding was not made (exit status %s): %s", process.returncode, tail)
-                    return
-                staged = cell / BINDING_FOLDER / str(key)
+                key = _run_result(process, cell, "key", "a shared binding was not made")
                 if not isinstance(key, str) or not _BINDING_KEY.fullmatch(key):
                     return
+                staged = cell / BINDING_FOLDER / key
                 if staged.is_dir():
                     await asyncio.to_thread(self.index.install, staged, f"{BINDING_FOLDER}/{key}", [BINDING_OBJECT])
                 if self.index.verified(f"{BINDING_FOLDER}/{key}"):
