@@ -451,8 +451,12 @@ def binding_key(plan: BindingPlan) -> str:
 
 def made_binding(cache_root: Path, plan: BindingPlan) -> Path | None:
     """The shared binding of a plan where the cache holds it (the server installed and verified it)."""
-    path = cache_root / BINDING_FOLDER / binding_key(plan) / BINDING_OBJECT
+    path = _binding_object(cache_root, binding_key(plan))
     return path if path.is_file() else None
+
+
+def _binding_object(root: Path, key: str) -> Path:
+    return root / BINDING_FOLDER / key / BINDING_OBJECT
 
 
 def make_binding(cache_root: Path, staging: Path, plan: BindingPlan, builders: TorchBuilders) -> str:
@@ -462,7 +466,7 @@ def make_binding(cache_root: Path, staging: Path, plan: BindingPlan, builders: T
     the server's precompiled binding header; torch links it too, which nothing uses.
     """
     key = binding_key(plan)
-    if made_binding(cache_root, plan) is not None:
+    if _binding_object(cache_root, key).is_file():
         return key
     build = staging / "binding-build"
     build.mkdir(parents=True, exist_ok=True)
@@ -473,9 +477,9 @@ def make_binding(cache_root: Path, staging: Path, plan: BindingPlan, builders: T
         no_implicit_headers=True,
         build_directory=str(build),
     )
-    target = staging / BINDING_FOLDER / key
-    target.mkdir(parents=True, exist_ok=True)
-    (build / "main.o").rename(target / BINDING_OBJECT)
+    target = _binding_object(staging, key)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    (build / "main.o").rename(target)
     return key
 
 

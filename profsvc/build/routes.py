@@ -55,7 +55,7 @@ CPP_ONLY = "cpp_only"  # no CUDA source: nothing for the split to keep out of nv
 SYCL = "sycl"  # SYCL sources: built as written
 LOAD_FILES = "load_files"  # a load() of files the split does not take as one unit each
 BINDING_DECLINED = "binding_declined"  # the functions are bound in the glue unit (why: the detail)
-BINDING_NOT_MADE = "binding_not_made"  # the shared binding of these signatures is being made for the next build
+BINDING_NOT_MADE = "binding_not_made"  # the shared binding of these signatures was not made yet
 BINDING_FAILED = "binding_failed"  # the split-bind build failed; built on the next route
 
 # load_inline arguments that do not change the built library.
