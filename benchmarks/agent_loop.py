@@ -162,34 +162,14 @@ def bench_alternate(
     }
 
 
-def bench_new_source(server: Server, rounds: int, results: dict[str, Any]) -> None:
-    from profsvc_client.client import ProfilerClient
-
-    iterations, compiles, failed = [], [], 0
-    with ProfilerClient(server.target, timeout=600) as client:
-        for i, path in enumerate(sources(rounds)):
-            source = changed(path, f"{time.time_ns()}-{i}")
-            start = time.monotonic()
-            compiled = client.compile(source)
-            compiles.append(time.monotonic() - start)
-            evaluation = client.evaluate(source)
-            iterations.append(time.monotonic() - start)
-            failed += 0 if evaluation.correctness.ok and evaluation.profile.ok else 1
-            log(
-                f"new source {i + 1}/{rounds} ({path.name}): {iterations[-1]:.2f} s, compile {compiles[-1]:.2f} s, "
-                f"correct={evaluation.correctness.ok} profiled={evaluation.profile.ok} ok={compiled.ok}"
-            )
-    results["new_source"] = {"iteration": summary(iterations), "compile": summary(compiles), "not_ok": failed}
-    results["samples"]["new_source"] = {"iteration": iterations, "compile": compiles}
-
-
-def bench_revise(server: Server, rounds: int, results: dict[str, Any]) -> None:
+def agent_iterations(server: Server, key: str, sources: list[tuple[str, Any]], results: dict[str, Any]) -> None:
+    """One agent iteration per (label, source): compile, then a full evaluate; stored under `key` with each
+    compile's build routes."""
     from profsvc_client.client import ProfilerClient
 
     iterations, compiles, routes, failed = [], [], [], 0
     with ProfilerClient(server.target, timeout=600) as client:
-        for i in range(rounds):
-            source = revised(f"r{i}_{time.time_ns()}")
+        for i, (label, source) in enumerate(sources):
             start = time.monotonic()
             compiled = client.compile(source)
             compiles.append(time.monotonic() - start)
@@ -198,16 +178,22 @@ def bench_revise(server: Server, rounds: int, results: dict[str, Any]) -> None:
             routes.append(",".join(unit.route for unit in compiled.units))
             failed += 0 if evaluation.correctness.ok and evaluation.profile.ok else 1
             log(
-                f"revise {i + 1}/{rounds}: {iterations[-1]:.2f} s, compile {compiles[-1]:.2f} s ({routes[-1]}), "
-                f"correct={evaluation.correctness.ok} profiled={evaluation.profile.ok} ok={compiled.ok}"
+                f"{key} {i + 1}/{len(sources)} ({label}): {iterations[-1]:.2f} s, compile {compiles[-1]:.2f} s "
+                f"({routes[-1]}), correct={evaluation.correctness.ok} profiled={evaluation.profile.ok} "
+                f"ok={compiled.ok}"
             )
-    results["revise"] = {
-        "iteration": summary(iterations),
-        "compile": summary(compiles),
-        "routes": routes,
-        "not_ok": failed,
-    }
-    results["samples"]["revise"] = {"iteration": iterations, "compile": compiles}
+    results[key] = {"iteration": summary(iterations), "compile": summary(compiles), "routes": routes, "not_ok": failed}
+    results["samples"][key] = {"iteration": iterations, "compile": compiles}
+
+
+def bench_new_source(server: Server, rounds: int, results: dict[str, Any]) -> None:
+    chosen = [(path.name, changed(path, f"{time.time_ns()}-{i}")) for i, path in enumerate(sources(rounds))]
+    agent_iterations(server, "new_source", chosen, results)
+
+
+def bench_revise(server: Server, rounds: int, results: dict[str, Any]) -> None:
+    tags = [f"r{i}_{time.time_ns()}" for i in range(rounds)]
+    agent_iterations(server, "revise", [(tag, revised(tag)) for tag in tags], results)
 
 
 def bench_clients(server: Server, clients: int, results: dict[str, Any]) -> None:
@@ -341,6 +327,15 @@ def phase_lines(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def route_lines(results: dict[str, Any]) -> list[str]:
+    """One line per new-source pattern that ran: each compile's build route."""
+    return [
+        f"Build route of each compile, {key}: {', '.join(results[key]['routes'])}."
+        for key in ("new_source", "revise")
+        if results.get(key, {}).get("routes")
+    ]
+
+
 def table(results: dict[str, Any]) -> str:
     """The Markdown table of the run."""
 
@@ -384,7 +379,6 @@ def table(results: dict[str, Any]) -> str:
             f"\nGPU lane busy {clients['gpu_busy_share_pct']:.0f} % of {clients['wall_s']:.1f} s "
             f"with {clients['clients']} clients (target >= 90 %)."
         )
-    lines += [f"\nRevise, each compile's build route: {', '.join(revise['routes'])}."] * bool(revise.get("routes"))
     if analyze:
         lines.append(
             f"Analyze under {analyze['clients']} clients: {analyze['reports_per_s']:.2f} reports/s (target >= 5)."
@@ -396,7 +390,7 @@ def table(results: dict[str, Any]) -> str:
                 f"The jail's cost, {call} p50: {jailed_p50:.2f} s jailed against {free_p50:.2f} s unjailed "
                 f"({100 * (jailed_p50 / free_p50 - 1):+.0f} %; target within 10 %)."
             )
-    lines += phase_lines(results)
+    lines += phase_lines(results) + route_lines(results)
     for name, problem in results.get("full_size", {}).items():
         lines.append(
             f"Full size, {name}: evaluate {problem['evaluate_s']:.1f} s (ok={problem['evaluate_ok']}), profile "
