@@ -25,6 +25,8 @@ def _bound(code: str, functions, **arguments):
         ),
         ("at::Tensor f(const at::Tensor& input, double eps);", "at::Tensor(const at::Tensor&, double)"),
         ("torch::Tensor f(torch::Tensor, int64_t);", "torch::Tensor(torch::Tensor, int64_t)"),
+        ("torch::Tensor f(torch::Tensor x, float negative_slope);", "torch::Tensor(torch::Tensor, float)"),
+        ("torch::Tensor f(torch::Tensor x, double s) {\n  return x * s;\n}", "torch::Tensor(torch::Tensor, double)"),
         (
             "std::vector<torch::Tensor> f(torch::Tensor x, std::vector<int64_t> sizes);",
             "std::vector<torch::Tensor>(torch::Tensor, std::vector<int64_t>)",

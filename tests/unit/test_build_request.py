@@ -345,4 +345,6 @@ COMMON = (
     "torch::Tensor(torch::Tensor)",
     "torch::Tensor(torch::Tensor, torch::Tensor)",
     "torch::Tensor(torch::Tensor, torch::Tensor, torch::Tensor)",
+    "torch::Tensor(torch::Tensor, double)",
+    "torch::Tensor(torch::Tensor, float)",
 )
