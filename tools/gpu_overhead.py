@@ -2,7 +2,9 @@
 
 Builds the seed problem once (the harness's compile mode), then runs the worker harness under ncu, exactly as a
 profile job does (profsvc's ncu command, its NVTX range), once per variant and repetition. For each run: ncu's wall,
-the passes it printed, and the harness's own phases (measured_call holds every replay pass).
+the passes it printed, and the harness's own phases (measured_call holds every replay pass). Then whether ncu
+applies its rules to the report written with them off when it re-reads it (`--import` with `--export`), and in
+how long: what ncu's rules would cost off the GPU.
 
     python tools/gpu_overhead.py --out DIR [--runs 2] [--problem tests/fixtures/seed47.py]
 """
@@ -25,10 +27,12 @@ sys.path[:0] = [str(ROOT), str(ROOT / "client")]
 
 from profsvc.build.python_problem import harness_argv  # noqa: E402
 from profsvc.metrics.nvtx import MEASURED_INCLUDE  # noqa: E402
+from profsvc.metrics.reader import load_reader  # noqa: E402
 from profsvc.ncu.command import NcuOptions, ncu_command  # noqa: E402
 from profsvc.ncu.metric_sets import resolve  # noqa: E402
 
 PASSES = re.compile(r"-\s*(\d+)\s*pass")
+RULES_OFF = "default-rules-off"
 
 
 def _without_section(args: tuple[str, ...], section: str) -> tuple[str, ...]:
@@ -52,6 +56,8 @@ def variants() -> dict[str, tuple[tuple[str, ...], dict[str, str]]]:
     args = default.collection_args()
     return {
         "default": (args, {}),
+        # ncu's Python rules not run while it profiles.
+        RULES_OFF: ((*args, "--apply-rules", "no"), {}),
         "default-no-sw-prepass": (args, {"NV_COMPUTE_PROFILER_DISABLE_SW_PRE_PASS": "1"}),
         "default-no-import-source": (tuple(a for a in args if a not in ("--import-source", "yes")), {}),
         "default-no-source-counters": (_without_section(args, "SourceCounters"), {}),
@@ -76,6 +82,30 @@ def build_problem(problem: Path, out: Path) -> tuple[Path, dict[str, str]]:
     ok = json.loads((out / "compile.json").read_text()).get("ok")
     print(f"build: {time.monotonic() - start:.1f} s, ok {ok}", flush=True)
     return cache, env
+
+
+def rule_results(report: Path) -> int:
+    """How many rule results the report's kernels hold (ncu_report)."""
+    context = load_reader().load_report(str(report))
+    count = 0
+    for r in range(context.num_ranges()):
+        profiled = context.range_by_idx(r)
+        count += sum(len(profiled.action_by_idx(a).rule_results_as_dicts()) for a in range(profiled.num_actions()))
+    return count
+
+
+def rules_on_import(ncu: str, report: Path) -> dict[str, float]:
+    """A report profiled with the rules off, re-read by ncu with them on: its rule results before and after."""
+    again = report.with_name("rules-on-import.ncu-rep")
+    start = time.monotonic()
+    done = subprocess.run(
+        [ncu, "--import", str(report), "--apply-rules", "yes", "--export", str(again), "--force-overwrite"],
+        capture_output=True,
+        text=True,
+    )
+    seconds = time.monotonic() - start
+    after = rule_results(again) if done.returncode == 0 and again.is_file() else -1
+    return {"seconds": seconds, "rc": done.returncode, "before": rule_results(report), "after": after}
 
 
 def main() -> int:
@@ -113,13 +143,15 @@ def main() -> int:
             print(name, run, json.dumps(sample), flush=True)
             if done.returncode:
                 (args.out / f"{name}-{run}.log").write_text(done.stdout + done.stderr)
-    (args.out / "overhead.json").write_text(json.dumps(results, indent=1))
+    imported = rules_on_import(ncu, args.out / f"{RULES_OFF}-0.ncu-rep")
+    (args.out / "overhead.json").write_text(json.dumps({"runs": results, "rules_on_import": imported}, indent=1))
     print("| variant | passes | ncu wall | measured call | rest of ncu |")
     print("| --- | --- | --- | --- | --- |")
     for name, samples in results.items():
         wall = statistics.median(s["wall_s"] for s in samples)
         call = statistics.median(s["phases"].get("measured_call", 0.0) for s in samples)
         print(f"| {name} | {samples[0]['passes']} | {wall:.2f} s | {call:.2f} s | {wall - call:.2f} s |")
+    print(f"rules applied on import: {json.dumps(imported)}")
     return 0
 
 
