@@ -116,8 +116,8 @@ class BindingPlan:
 
 # The signatures most candidates bind, made when the server starts, in this order: 14, 6 and 4 of the
 # build-form corpus's 35 split builds (tests/corpus), the recorded agent trace's on every iteration (three
-# tensors); then a tensor and a scalar (a slope, a scale, an epsilon), 3 of the corpus's as double, and written
-# as float as often in public candidates.
+# tensors); then a tensor and a scalar (a slope, a scale, an epsilon): 3 of the corpus's, as double; public
+# candidates write it as double or as float.
 COMMON_SIGNATURES = (
     "torch::Tensor(torch::Tensor)",
     "torch::Tensor(torch::Tensor, torch::Tensor)",
