@@ -184,8 +184,9 @@ class BuildService:
         self._headers: asyncio.Task[None] | None = None
         # Shared bindings being made, by plan (one run each), and the plans asked for already (made, or that
         # failed to build: not tried again while the server runs).
-        self._bindings: dict[str, asyncio.Task[None]] = {}
-        self._asked: set[str] = set()
+        # Keyed by plan (a frozen value), or "common" for the commonest ones' run.
+        self._bindings: dict[BindingPlan | str, asyncio.Task[None]] = {}
+        self._asked: set[BindingPlan] = set()
         self._closing = False
 
     async def environment(self) -> dict[str, str]:
@@ -216,9 +217,8 @@ class BuildService:
         async def common() -> None:
             for signature in COMMON_SIGNATURES:
                 plan = BindingPlan((signature,))
-                name = json.dumps(plan.as_message(), sort_keys=True)
-                if name not in self._asked and not self._closing:
-                    self._asked.add(name)
+                if plan not in self._asked and not self._closing:
+                    self._asked.add(plan)
                     await self._make_binding(plan)
 
         task = asyncio.get_running_loop().create_task(common(), context=contextvars.Context())
@@ -256,15 +256,14 @@ class BuildService:
         except ValueError as error:
             log.warning("a build asked for a binding that is not one: %s", error)
             return
-        name = json.dumps(plan.as_message(), sort_keys=True)
         # A few at once: a later build with the same signatures asks again.
-        if self._closing or name in self._asked or len(self._bindings) >= _BINDINGS_AT_ONCE:
+        if self._closing or plan in self._asked or len(self._bindings) >= _BINDINGS_AT_ONCE:
             return
-        self._asked.add(name)
+        self._asked.add(plan)
         # In a context of its own: the run is no job's, its time in none's timings.
         task = asyncio.get_running_loop().create_task(self._make_binding(plan), context=contextvars.Context())
-        self._bindings[name] = task
-        task.add_done_callback(lambda _task: self._bindings.pop(name, None))
+        self._bindings[plan] = task
+        task.add_done_callback(lambda _task: self._bindings.pop(plan, None))
 
     async def _make_binding(self, plan: BindingPlan) -> None:
         try:
