@@ -39,13 +39,17 @@ ROUTES = ("split-light", "split-bind")
 # Where the linker and the loader look for the stand-ins.
 LINK_PATHS = ("LIBRARY_PATH", "LD_LIBRARY_PATH")
 
+# What each process below runs first (prefixed where it is started). A torch without CUDA has no CUDA_HOME:
+# torch's own search finds the toolkit.
+CUDA_HOME = """
+from torch.utils import cpp_extension
+cpp_extension.CUDA_HOME = cpp_extension.CUDA_HOME or cpp_extension._find_cuda_home()
+"""
+
 # One build in a fresh process: the corpus module imported with profsvc's load_inline wrapper (no server).
 ONE_BUILD = """
 import json, sys, importlib.util
 from pathlib import Path
-from torch.utils import cpp_extension
-# A torch without CUDA has no CUDA_HOME: torch's own search finds the toolkit.
-cpp_extension.CUDA_HOME = cpp_extension.CUDA_HOME or cpp_extension._find_cuda_home()
 from profsvc.worker import inline_cache
 cache, path = Path(sys.argv[1]), Path(sys.argv[2])
 recorder = inline_cache.InlineRecorder()
@@ -63,9 +67,6 @@ print(json.dumps({"builds": builds, "error": error}))
 PREPARE = """
 import shutil, sys
 from pathlib import Path
-from torch.utils import cpp_extension
-# A torch without CUDA has no CUDA_HOME: torch's own search finds the toolkit.
-cpp_extension.CUDA_HOME = cpp_extension.CUDA_HOME or cpp_extension._find_cuda_home()
 from profsvc.build import inline_builder
 from profsvc.build.binding import COMMON_SIGNATURES, BindingPlan
 light, bind = Path(sys.argv[1]), Path(sys.argv[2])
@@ -109,7 +110,7 @@ def main() -> int:
     env = {**os.environ, "TORCH_CUDA_ARCH_LIST": os.environ.get("TORCH_CUDA_ARCH_LIST", "9.0")}
     caches = {"split-light": work / "light", "split-bind": work / "bind"}
     prepared = subprocess.run(
-        [sys.executable, "-c", PREPARE, str(caches["split-light"]), str(caches["split-bind"])],
+        [sys.executable, "-c", CUDA_HOME + PREPARE, str(caches["split-light"]), str(caches["split-bind"])],
         env=env,
         capture_output=True,
         text=True,
@@ -123,7 +124,7 @@ def main() -> int:
         entry: dict[str, Any] = {}
         for route in ROUTES if index % 2 == 0 else ROUTES[::-1]:
             done = subprocess.run(
-                [sys.executable, "-c", ONE_BUILD, str(caches[route]), str(source)],
+                [sys.executable, "-c", CUDA_HOME + ONE_BUILD, str(caches[route]), str(source)],
                 env=env,
                 capture_output=True,
                 text=True,
