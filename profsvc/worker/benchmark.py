@@ -93,7 +93,8 @@ def run_benchmark(
     """Time both models at the nominal shapes in a precision mode (the reference built after seeding with
     `models_seed` from the same init inputs, and cast, as the candidate's was); return the BenchmarkResult
     fields. Without a candidate (a published problem), the reference alone. `phase(name)` times the parts of
-    the benchmark (the waits for the candidate's process within them are also in the judge's candidate_wait)."""
+    the benchmark (the waits for the candidate's process within them are also in the judge's candidate_wait;
+    `comparison` is the speedup's bootstrap, the flags and the clocks read through NVML)."""
     JITTER.nominal()
     init = cast_values(problem.get_init_inputs(), precision, torch)
     torch.manual_seed(models_seed)
@@ -120,10 +121,12 @@ def run_benchmark(
             timed_reference = time_model(reference, sets, warmup, trials, torch)
         with phase("reuse_check"):
             reuse = reuse_violation(reference, candidate, sets[0], torch, tolerances(precision))
-    comparison = compare_timings(timed_candidate, timed_reference)
-    decisive = decisive_flags(timed_candidate, reuse)
-    comparison["flags"] = [*decisive, *(f for f in comparison["flags"] if f not in decisive)]
-    comparison["decisive_flags"] = decisive
+    with phase("comparison"):
+        comparison = compare_timings(timed_candidate, timed_reference)
+        decisive = decisive_flags(timed_candidate, reuse)
+        comparison["flags"] = [*decisive, *(f for f in comparison["flags"] if f not in decisive)]
+        comparison["decisive_flags"] = decisive
+        clocks = clocks_mhz()
     public = {k: v for k, v in timed_candidate.items() if not k.startswith("_")}
     public_reference = {k: v for k, v in timed_reference.items() if not k.startswith("_")}
     return {
@@ -131,6 +134,6 @@ def run_benchmark(
         "candidate": public,
         "reference": public_reference,
         "method": METHOD,
-        "clocks_mhz": clocks_mhz(),
+        "clocks_mhz": clocks,
         **comparison,
     }

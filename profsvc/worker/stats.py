@@ -1,10 +1,15 @@
-"""Summary statistics of timings: median, spread, percentiles, bootstrap intervals (pure Python)."""
+"""Summary statistics of timings: median, spread, percentiles, bootstrap intervals.
+
+The bootstraps run in numpy: in pure Python, three summaries and a ratio took about 0.17 s of the judge's
+evaluate and 0.1 s of the candidate's (2000 resamples of 100 calls, on a 2-core CPU), numpy a few ms each.
+"""
 
 from __future__ import annotations
 
-import random
 import statistics
 from collections.abc import Sequence
+
+import numpy as np
 
 BOOTSTRAP_RESAMPLES = 2000
 CONFIDENCE = 0.95
@@ -21,28 +26,28 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def _interval(samples: list[float]) -> tuple[float, float]:
+def _interval(samples: np.ndarray) -> tuple[float, float]:
     tail = (1.0 - CONFIDENCE) / 2.0 * 100.0
-    return percentile(samples, tail), percentile(samples, 100.0 - tail)
+    low, high = np.percentile(samples, [tail, 100.0 - tail])  # linear, as `percentile`
+    return float(low), float(high)
+
+
+def _resampled_medians(values: Sequence[float], rng: np.random.Generator) -> np.ndarray:
+    """The median of each of BOOTSTRAP_RESAMPLES resamples (with replacement) of `values`."""
+    data = np.asarray(values, dtype=np.float64)
+    picks = rng.integers(0, len(data), size=(BOOTSTRAP_RESAMPLES, len(data)))
+    return np.median(data[picks], axis=1)
 
 
 def median_interval(values: Sequence[float], seed: int = 0) -> tuple[float, float]:
     """95 % bootstrap confidence interval of the median."""
-    rng = random.Random(seed)
-    n = len(values)
-    medians = [statistics.median(rng.choices(values, k=n)) for _ in range(BOOTSTRAP_RESAMPLES)]
-    return _interval(medians)
+    return _interval(_resampled_medians(values, np.random.default_rng(seed)))
 
 
 def ratio_interval(numerator: Sequence[float], denominator: Sequence[float], seed: int = 0) -> tuple[float, float]:
     """95 % bootstrap interval of median(numerator) / median(denominator), resampling each side."""
-    rng = random.Random(seed)
-    ratios = [
-        statistics.median(rng.choices(numerator, k=len(numerator)))
-        / statistics.median(rng.choices(denominator, k=len(denominator)))
-        for _ in range(BOOTSTRAP_RESAMPLES)
-    ]
-    return _interval(ratios)
+    rng = np.random.default_rng(seed)
+    return _interval(_resampled_medians(numerator, rng) / _resampled_medians(denominator, rng))
 
 
 def summarize(values_us: Sequence[float]) -> dict[str, float | int]:

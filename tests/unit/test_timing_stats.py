@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 
 import pytest
@@ -31,6 +32,22 @@ def test_intervals_cover_the_point_estimate_and_shrink_with_more_data():
     assert high_many - low_many <= high_few - low_few
     low, high = ratio_interval([20.0] * 10, [10.0] * 10)
     assert low == high == 2.0
+
+
+def test_intervals_match_the_median_s_asymptotic_spread():
+    # A sample that is a normal distribution's quantiles: the median's standard error is sqrt(pi/2) sigma / sqrt(n)
+    # (the median's asymptotic variance, 1 / (4 n f(m)^2), with f(m) = 1 / (sigma sqrt(2 pi))).
+    n, sigma = 400, 10.0
+    normal = statistics.NormalDist(100.0, sigma)
+    values = [normal.inv_cdf((i + 0.5) / n) for i in range(n)]
+    error = math.sqrt(math.pi / 2) * sigma / math.sqrt(n)
+    low, high = median_interval(values)
+    assert high - low == pytest.approx(2 * 1.96 * error, rel=0.15)
+    # The ratio of two independent medians, 200 and 100: relative errors add in quadrature.
+    low, high = ratio_interval([2 * v for v in values], values)
+    relative = math.hypot(2 * error / 200.0, error / 100.0)
+    assert (high - low) / 2 == pytest.approx(1.96 * 2.0 * relative, rel=0.15)
+    assert low < 2.0 < high
 
 
 def test_trial_seeds_are_distinct_and_depend_on_the_secret():
