@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from profsvc.build.python_problem import HarnessStatus, job_error
 from profsvc.metrics.sol import SOL_DEFINITION, sol_pct
 from profsvc.report.evaluate_text import render_evaluation
@@ -133,7 +135,8 @@ async def _evaluate(
     policy: Policy | None,
     clock_control: ClockControl,
 ) -> EvaluateResult:
-    result = EvaluateResult(static_check=static_check(source, policy), precision=source.precision)
+    checked = await asyncio.to_thread(static_check, source, policy)
+    result = EvaluateResult(static_check=checked, precision=source.precision)
     options: dict[str, int | str] = {
         "trials": trials or DEFAULT_TRIALS,
         "timed-calls": DEFAULT_TIMED_CALLS,

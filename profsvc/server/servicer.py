@@ -222,7 +222,9 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         async def call() -> pb.StaticCheckResponse:
             source = self._source(request.source, Verb.LINT)
             policy = validate_policy(_request_model(request.policy, StaticPolicy))
-            return pb.StaticCheckResponse(result=to_proto(static_check(source, policy), pb.StaticCheckResult))
+            # Off the event loop: a check of a large source takes a CPU for a while; other calls go on.
+            result = await asyncio.to_thread(static_check, source, policy)
+            return pb.StaticCheckResponse(result=to_proto(result, pb.StaticCheckResult))
 
         return await self._guard(context, "StaticCheck", call)
 

@@ -7,6 +7,8 @@ each helper answers only what a narrow pattern can tell reliably.
 from __future__ import annotations
 
 import ast
+import bisect
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -15,8 +17,11 @@ from profsvc.staticcheck.findings import Hit
 
 # A string is treated as C++/CUDA source when it contains one of these.
 SOURCE_MARKER = re.compile(r"__global__|#include|\btorch::|\bat::|__device__|PYBIND11_MODULE|TORCH_LIBRARY|<<<")
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
-_KERNEL = re.compile(r"__global__\s+(?:[\w:]+\s+|__launch_bounds__\s*\([^)]*\)\s*)*(\w+)\s*\(")
+# Every pattern and scan here is linear in the text: a source of the server's largest size (1 MiB) is checked in
+# well under a second, however it is written (an unclosed comment runs to the end, qualifiers are few, brackets
+# are paired once per text).
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?(?:\*/|\Z)", re.DOTALL)
+_KERNEL = re.compile(r"__global__\s+(?:[\w:]+\s+|__launch_bounds__\s*\([^)]*\)\s*){0,6}(\w+)\s*\(")
 # name<<<...>>> and name<T><<<...>>>
 _LAUNCH = re.compile(r"\b(\w+)\s*(?:<[^<>;]*>\s*)?<<<")
 # Work a host function starts without a <<< of its own: launch APIs, graphs, libraries that launch kernels.
@@ -49,31 +54,35 @@ def cpp_strings(nodes: Iterable[ast.AST]) -> list[CppString]:
     ]
 
 
+@functools.lru_cache(maxsize=16)
+def _pairs(text: str, opening: str, closing: str) -> dict[int, int]:
+    """Each opening bracket's offset mapped to its closing one's, in one pass (unclosed ones left out)."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    for match in re.finditer(f"[{re.escape(opening + closing)}]", text):
+        if match.group() == opening:
+            stack.append(match.start())
+        elif stack:
+            pairs[stack.pop()] = match.start()
+    return pairs
+
+
 def body_at(text: str, open_brace: int) -> str | None:
     """The text between a '{' and its matching '}', None when the braces do not close."""
-    depth = 0
-    for index in range(open_brace, len(text)):
-        if text[index] == "{":
-            depth += 1
-        elif text[index] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[open_brace + 1 : index]
-    return None
+    close = _pairs(text, "{", "}").get(open_brace)
+    return None if close is None else text[open_brace + 1 : close]
+
+
+_BODY_OR_END = re.compile(r"\s*(?:const\s*)?(?:noexcept\s*)?(\{|;)")
 
 
 def _after_parameters(text: str, open_paren: int) -> int | None:
     """The offset of the '{' that opens a function's body after its parameter list; None for a declaration."""
-    depth = 0
-    for index in range(open_paren, len(text)):
-        if text[index] == "(":
-            depth += 1
-        elif text[index] == ")":
-            depth -= 1
-            if depth == 0:
-                match = re.compile(r"\s*(?:const\s*)?(?:noexcept\s*)?(\{|;)").match(text, index + 1)
-                return match.start(1) if match and match.group(1) == "{" else None
-    return None
+    close = _pairs(text, "(", ")").get(open_paren)
+    if close is None:
+        return None
+    match = _BODY_OR_END.match(text, close + 1)
+    return match.start(1) if match and match.group(1) == "{" else None
 
 
 def kernels(text: str) -> dict[str, bool]:
@@ -96,7 +105,10 @@ def launches(text: str) -> set[str]:
 def host_function(text: str, name: str) -> tuple[list[str], str, int] | None:
     """The parameter names, body and body offset of the host function `name` defined in the source, if any."""
     for match in re.finditer(rf"\b{re.escape(name)}\s*\(", text):
-        before = text[: match.start()].rstrip()
+        end = match.start()
+        while end > 0 and text[end - 1].isspace():
+            end -= 1
+        before = text[max(0, end - 6) : end]
         if not before or before[-1] in "=,(.>" or before.endswith(("return", "<<<")):
             continue  # a call, not a definition
         brace = _after_parameters(text, match.end() - 1)
@@ -119,11 +131,18 @@ def exported_name(text: str, name: str) -> str:
 
 def string_hit(node: ast.Constant, source: str, offset: int, rule_id: str, detail: str) -> Hit:
     """A hit at an offset inside a string literal, mapped to the candidate's line and column."""
-    newlines = source.count("\n", 0, offset)
+    starts = _line_starts(source)
+    newlines = bisect.bisect_right(starts, offset) - 1
     # Escaped newlines ("\\n" in a one-line literal) make the count overshoot: stay inside the literal.
     line = min(node.lineno + newlines, node.end_lineno or node.lineno)
-    column = offset - source.rfind("\n", 0, offset) if newlines else node.col_offset + 1
+    column = offset - starts[newlines] + 1 if newlines else node.col_offset + 1
     return Hit(rule_id, line, column, detail)
+
+
+@functools.lru_cache(maxsize=16)
+def _line_starts(source: str) -> list[int]:
+    """The offsets where lines start: 0, then one past each newline."""
+    return [0, *(match.end() for match in re.finditer("\n", source))]
 
 
 def _split_parameters(text: str) -> list[str]:

@@ -7,6 +7,7 @@ each pattern is narrow enough that honest kernels do not match it.
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,7 +25,8 @@ _ATEN_OPS = (
     r"|adaptive_avg_pool[123]d|sum|mean|amax|logsumexp|cumsum|norm|cat|stack|mul|add|sub|div|exp"
     r"|matmul_out|mm_out|addmm_out|bmm_out"
 )
-_ATEN_CALL = re.compile(rf"(?:\b(?:torch|at)::(?:\w+::)*|\.\s*)(?:{_ATEN_OPS})\s*\(")
+# Namespaces and qualifiers bounded, as in cppsource: each match looks a few words ahead, not to the end.
+_ATEN_CALL = re.compile(rf"(?:\b(?:torch|at)::(?:\w+::){{0,4}}|\.\s*)(?:{_ATEN_OPS})\s*\(")
 _VENDOR_CALL = re.compile(
     r"\b(?:cublas\w*|cudnn\w*|cusparse\w*|cufft\w*|cusolver\w*)\s*\(|getCurrentCUDA(?:Blas|Sparse)Handle"
 )
@@ -32,11 +34,11 @@ _STREAM_CREATE = re.compile(r"\bcudaStreamCreate\w*|\bgetStreamFromPool\b|\bcuda
 _STREAM_JOIN = re.compile(r"cudaStreamSynchronize|cudaDeviceSynchronize|cudaStreamWaitEvent|cudaEventSynchronize")
 _CONCURRENCY = re.compile(r"std::j?thread\b|std::async\b|\bpthread_create\b|\bfork\s*\(|\bpopen\s*\(|\bsystem\s*\(")
 _STATIC_TENSOR = re.compile(
-    r"\bstatic\s+(?:const\s+)?(?:torch|at)::Tensor\b|\bstatic\s+std::(?:unordered_)?map\s*<[^;]*Tensor"
+    r"\bstatic\s+(?:const\s+)?(?:torch|at)::Tensor\b|\bstatic\s+std::(?:unordered_)?map\s*<[^;]{0,512}?Tensor"
 )
 # A static variable of a host function: it outlives the call like a global.
 _STATIC_VARIABLE = re.compile(
-    r"\bstatic\s+(?!inline\b|constexpr\b|__\w+__\b|void\b)(?:const\s+|volatile\s+)*[\w:]+(?:\s*<[^;{}]*?>)?"
+    r"\bstatic\s+(?!inline\b|constexpr\b|__\w+__\b|void\b)(?:const\s+|volatile\s+){0,4}[\w:]+(?:\s*<[^;{}]{0,256}?>)?"
     r"(?:\s*\*\s*(?:const\s*)?|\s*&\s*|\s+)(\w+)\s*(?:=|;|\[|\{)"
 )
 _DOWNCAST = re.compile(
@@ -100,12 +102,46 @@ def _static_caches(node: ast.Constant, source: str) -> Iterator[Hit]:
 
     A static workspace (allocated once, grown when too small, written by the kernel each call) does neither.
     """
-    for match in _STATIC_VARIABLE.finditer(source):
-        name = re.escape(match.group(1))
-        keyed = re.search(rf"\b{name}\b[^;\n]*[!=]=[^;\n]*data_ptr|data_ptr[^;\n]*[!=]=[^;\n]*\b{name}\b", source)
-        replayed = re.search(rf"\b(?:cudaMemcpy\w*|memcpy|std::copy)\s*\([^,;]+,\s*(?:\([^()]*\)\s*)?{name}\b", source)
-        returned = re.search(rf"\breturn\s+{name}\s*;", source)
-        if keyed or replayed or returned:
-            why = "hands its contents back" if replayed or returned else "compares it with an input's data_ptr()"
+    statics = list(_STATIC_VARIABLE.finditer(source))
+    if not statics:
+        return
+    # The names each use could concern, found in one pass each (not one search of the text per static).
+    keyed = _compared_with_data_ptr(source)
+    replayed = {m.group(1) for m in _COPIED_FROM.finditer(source)}
+    returned = {m.group(1) for m in _RETURNED.finditer(source)}
+    for match in statics:
+        name = match.group(1)
+        if name in keyed or name in replayed or name in returned:
+            copied = name in replayed or name in returned
+            why = "hands its contents back" if copied else "compares it with an input's data_ptr()"
             detail = f"the extension keeps `{match.group(0).rstrip('=;[{ ')}` across calls and {why}"
             yield string_hit(node, source, match.start(), RuleId.RESULT_CACHING, detail)
+
+
+# The second argument of a copy (after an optional cast): what it reads from.
+_COPIED_FROM = re.compile(r"\b(?:cudaMemcpy\w*|memcpy|std::copy)\s*\([^,;]{1,512},\s*(?:\([^()]*\)\s*)?(\w+)\b")
+_RETURNED = re.compile(r"\breturn\s+(\w+)\s*;")
+_COMPARISON = re.compile(r"[!=]=")
+_WORD = re.compile(r"\w+")
+
+
+def _compared_with_data_ptr(source: str) -> set[str]:
+    """Names on one side of a == or != whose other side, in the same statement and line, names data_ptr."""
+    names: set[str] = set()
+    for statement in re.split(r"[;\n]", source):
+        if "data_ptr" not in statement:
+            continue
+        operators = [m.start() for m in _COMPARISON.finditer(statement)]
+        if not operators:
+            continue
+        first_pointer, last_pointer = statement.find("data_ptr"), statement.rfind("data_ptr")
+        later = bisect.bisect_right(operators, first_pointer)
+        after_pointer = operators[later] if later < len(operators) else -1
+        for word in _WORD.finditer(statement):
+            # name ... == ... data_ptr (the first operator after the name, data_ptr after it), or data_ptr ... == ...
+            # name (the first operator after data_ptr, the name after it)
+            following = bisect.bisect_left(operators, word.end())
+            before_pointer = following < len(operators) and operators[following] + 2 <= last_pointer
+            if before_pointer or 0 <= after_pointer <= word.start() - 2:
+                names.add(word.group())
+    return names

@@ -9,19 +9,51 @@ kernels its extension then launches under their own names.
 
 from __future__ import annotations
 
+import ast
 import re
+import warnings
 
 _ATTRIBUTES = re.compile(r"__launch_bounds__\s*\([^)]*\)|__cluster_dims__\s*\([^)]*\)|\[\[[^\]]*\]\]")
-_GLOBAL = re.compile(r"__global__\s+(?:[\w:<>,\s*&]+?\s+)?(\w+)\s*\(")
-_TRITON = re.compile(r"@triton\.jit[^\n]*\n(?:\s*@[^\n]*\n)*\s*def\s+(\w+)")
-_TRITON_WRAPPED = re.compile(r"@triton\.(?:autotune|heuristics)\b(?:.|\n)*?@triton\.jit[^\n]*\n\s*def\s+(\w+)")
-_RAW_KERNEL = re.compile(r"RawKernel\s*\((?:.|\n)*?,\s*['\"](\w+)['\"]")
+# A few words between __global__ and the name (a return type, qualifiers, a template's arguments), bounded so
+# that each match looks a few words ahead, not to the end of a long text.
+_GLOBAL = re.compile(r"__global__\s+(?:[\w:<>,*&]+\s+){0,6}?(\w+)\s*\(")
 _VENDOR = re.compile(r"\bcublas\w*|\bcutlass::|#\s*include\s*[<\"]cutlass", re.IGNORECASE)
 
 
 def own_kernel_names(source: str) -> tuple[frozenset[str], bool]:
     """(the kernel names the source defines, whether it calls a vendor library's kernels)."""
     plain = _ATTRIBUTES.sub(" ", source)
-    patterns = (_GLOBAL, _TRITON, _TRITON_WRAPPED, _RAW_KERNEL)
-    names = {m.group(1) for pattern in patterns for m in pattern.finditer(plain)}
+    names = {m.group(1) for m in _GLOBAL.finditer(plain)} | _python_kernels(source)
     return frozenset(names), bool(_VENDOR.search(source))
+
+
+def _python_kernels(source: str) -> set[str]:
+    """Triton kernels (functions decorated with triton.jit, under any other decorators) and CuPy raw kernels
+    (`RawKernel(code, "name")`), from the module's syntax tree: exact where a pattern over the text would
+    have to look arbitrarily far ahead."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return set()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            if any(_dotted(d.func if isinstance(d, ast.Call) else d) == "triton.jit" for d in node.decorator_list):
+                names.add(node.name)
+        elif isinstance(node, ast.Call) and _dotted(node.func).rpartition(".")[2] == "RawKernel":
+            named = [k.value for k in node.keywords if k.arg == "name"]
+            given = node.args[1] if len(node.args) > 1 else (named[0] if named else None)
+            if isinstance(given, ast.Constant) and isinstance(given.value, str):
+                names.add(given.value)
+    return names
+
+
+def _dotted(node: ast.expr) -> str:
+    """`a.b.c` for a chain of attributes on a name, '' for anything else."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else ""

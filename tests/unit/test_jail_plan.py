@@ -248,14 +248,21 @@ def test_the_candidate_can_send_the_judge_only_the_file_it_was_asked_for(tmp_pat
     assert sorted(p.name for p in (tmp_path / "judge").iterdir()) == ["out-2.pt"]
 
 
-def test_own_kernels_are_the_sources_global_and_triton_kernels():
+def test_own_kernels_are_the_sources_global_triton_and_raw_kernels():
     source = (
+        "@triton.autotune(configs=[\n    triton.Config({'BLOCK': 128}),\n], key=['n'])\n"
         "@triton.jit\ndef add_kernel(x):\n    pass\n"
+        "@triton.jit(do_not_specialize=['n'])\ndef scale_kernel(x):\n    pass\n"
+        'cuda = """\n'
         "__global__ void __launch_bounds__(256) relu_kernel(const float* x) {}\n"
         "template <typename T> __global__ void tiled(T* x) {}\n"
+        '"""\n'
+        "raw = cp.RawKernel(r'extern \"C\" __global__ void raw_add(float* x) {}', 'raw_add')\n"
+        "named = cp.RawKernel(code, name='raw_named')\n"
     )
     names, vendor = own_kernel_names(source)
-    assert names == {"add_kernel", "relu_kernel", "tiled"} and not vendor
+    expected = {"add_kernel", "scale_kernel", "relu_kernel", "tiled", "raw_add", "raw_named"}
+    assert names == expected and not vendor
     launched = ["void tiled<float>(float*)", "void at::native::vectorized_elementwise_kernel<4>(int)"]
     assert kernel_base_name(launched[0]) == "tiled"
     assert own_kernels_ran(launched, set(names), vendor)

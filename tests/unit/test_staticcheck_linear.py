@@ -1,0 +1,94 @@
+"""The static check and the own-kernel scan take time in proportion to the source, however it is written.
+
+A caller chooses the text: a pattern that looks to the end of the text from each of many starting points, or a
+scan that starts again at each of many kernels, is quadratic, and a source of the server's largest size (1 MiB)
+then holds a CPU for hours (a StaticCheck of 132 KB built of `__global__ ` repeated held one for 66 s, and the
+server with it). Each text below repeats what one pattern or scan looks for, with nothing that completes it, to
+the server's size limit. A linear pass over a MiB is a fraction of a second in Python; two seconds allows for a
+slow machine, far below the minutes a quadratic pass takes at this size.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from profsvc.config import Limits
+
+LIMIT_BYTES = Limits().max_source_bytes
+BOUND_S = 2.0
+
+# Put inside a load_inline string (the C++ checks) or used as the module's text (the Python ones).
+CPP_ATOMS = {
+    "qualifiers": "__global__ ",
+    "unclosed_parameters": "__global__ void k(",
+    "unclosed_body": "__global__ void k() {",
+    "namespaces": "torch::",
+    "calls_on_many_lines": "torch::add(x, y);\n",
+    "unclosed_comment": "/*",
+    "unclosed_template": "static std::map<",
+    "statics": "static int a;\n",
+    "copies": "memcpy(",
+    "compared_pointers": "a == b ",
+    "host_calls": "f(",
+    "launches": "k<<<",
+}
+PY_ATOMS = {
+    "autotune": "@triton.autotune\n",
+    "jit": "@triton.jit\n",
+    "raw_kernel": "RawKernel(",
+}
+
+HEAD = (
+    "import torch\nfrom torch.utils.cpp_extension import load_inline\n"
+    "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return ext.f(x)\n"
+)
+
+# Run in a child: a regression would not return, and the child's timeout turns that into a failure.
+CHILD = """
+import json, sys, time
+from profsvc.staticcheck import check_source
+from profsvc.staticcheck.own_kernels import own_kernel_names
+seconds = {}
+for name, text in json.loads(sys.stdin.read()).items():
+    start = time.perf_counter()
+    check_source(text, "candidate.py")
+    own_kernel_names(text)
+    seconds[name] = time.perf_counter() - start
+print(json.dumps(seconds))
+"""
+
+
+def _fill(atom: str, room: int) -> str:
+    return atom * (room // len(atom))
+
+
+def _texts() -> dict[str, str]:
+    texts = {}
+    for name, atom in CPP_ATOMS.items():
+        tail = "\next = load_inline(name='e', cpp_sources=src, cuda_sources=src, functions=['f'])\n"
+        room = LIMIT_BYTES - len(HEAD) - len(tail) - 32
+        # A raw triple-quoted string keeps the atom's newlines as lines of the module.
+        texts[name] = HEAD + 'src = r"""#include <x>\n' + _fill(atom, room) + '"""' + tail
+    for name, atom in PY_ATOMS.items():
+        texts[name] = _fill(atom, LIMIT_BYTES)
+    return texts
+
+
+@pytest.fixture(scope="module")
+def seconds() -> dict[str, float]:
+    texts = _texts()
+    assert all(len(t.encode()) <= LIMIT_BYTES for t in texts.values())
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD], input=json.dumps(texts), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("name", [*CPP_ATOMS, *PY_ATOMS])
+def test_a_source_at_the_size_limit_is_checked_in_linear_time(seconds: dict[str, float], name: str) -> None:
+    assert seconds[name] < BOUND_S, f"{name}: {seconds[name]:.2f} s for {LIMIT_BYTES} bytes"
