@@ -10,7 +10,7 @@ wheels=(
   # the server and the client
   pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5
   grpcio-health-checking==1.84.0 grpcio-reflection==1.84.0 grpcio-status==1.84.0 googleapis-common-protos==1.76.0
-  pyseccomp==0.1.2 nvtx==0.2.16 argcomplete==3.7.2
+  pyseccomp==0.1.2 nvtx==0.2.16 argcomplete==3.7.2 google-re2==1.1.20251105
   # the HTML report
   plotly==7.1.0
   # clusters (profsvc batch --cluster)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -15,6 +14,7 @@ from profsvc.metrics.catalog import Catalog, load_catalog
 from profsvc.metrics.derived import derived_values, parse_derived
 from profsvc.metrics.extract import device_info, kernel_result, numeric, requested_metrics
 from profsvc.metrics.hotspots import lacks_line_info
+from profsvc.metrics.name_filter import name_pattern
 from profsvc.metrics.nvtx import PROFILER_WARMUP_RANGE, in_profsvc_range
 from profsvc.metrics.reader import load_reader
 from profsvc.metrics.roofline import load_roofline_params
@@ -91,7 +91,7 @@ def _selected_actions(context: Any, kernel_filter: KernelFilter) -> Iterator[Any
 
 def _matching_actions(context: Any, kernel_filter: KernelFilter) -> Iterator[Any]:
     """The actions that pass the filter's NVTX and name parts; never a warm worker's own warm-up kernel."""
-    name_pattern = re.compile(kernel_filter.name_regex) if kernel_filter.name_regex else None
+    pattern = name_pattern(kernel_filter.name_regex) if kernel_filter.name_regex else None
     for range_index in range(context.num_ranges()):
         profiled_range = context.range_by_idx(range_index)
         if kernel_filter.nvtx_include:
@@ -104,7 +104,7 @@ def _matching_actions(context: Any, kernel_filter: KernelFilter) -> Iterator[Any
             action = profiled_range.action_by_idx(action_index)
             if in_profsvc_range(action, PROFILER_WARMUP_RANGE):
                 continue
-            if not name_pattern or name_pattern.search(action.name()):
+            if not pattern or pattern.search(action.name()):
                 yield action
 
 

@@ -13,6 +13,7 @@ from profsvc.config import Limits
 from profsvc.kinds import Verb, kind_of
 from profsvc.metrics.catalog import load_catalog
 from profsvc.metrics.derived import METRIC_NAME, parse_derived
+from profsvc.metrics.name_filter import NamePatternError, name_pattern
 from profsvc.ncu.metric_sets import MetricSetSpec, metric_sets, resolve
 from profsvc.scheduler.jobs import SourceSpec
 from profsvc.staticcheck import Policy, PolicyError, make_policy
@@ -124,8 +125,8 @@ def validate_filter(kernel_filter: KernelFilter, limits: Limits) -> KernelFilter
         )
     if kernel_filter.name_regex:
         try:
-            re.compile(kernel_filter.name_regex)
-        except re.error as error:
+            name_pattern(kernel_filter.name_regex)
+        except NamePatternError as error:
             raise InvalidRequest(
                 f"kernel name regex {kernel_filter.name_regex!r}: {error}", Reason.BAD_FILTER
             ) from None
