@@ -157,7 +157,7 @@ class ServerConfig(BaseModel):
     cuda_arch: str | None = Field(default=None, description="nvcc -arch for .cu programs; default from the GPU")
     compile_workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), gt=0)
     keep_jobs: int = Field(default=200, gt=0, description="finished job workspaces (and artifacts) kept")
-    max_sessions: int = Field(default=256, gt=0, description="sessions whose last result is kept for deltas")
+    max_sessions: int = Field(default=256, gt=0, description="sessions per identity whose last result is kept")
     session_bytes: int = Field(default=256 << 20, gt=0, description="memory budget of those kept results")
     session_ttl_s: float = Field(default=3600.0, gt=0, description="a session's result expires after this")
     warm_workers: bool = Field(

@@ -3,9 +3,10 @@
 A session belongs to the identity that named it (SessionKey): another caller's session of the same id is
 another session, so one caller's delta never shows another's kernels.
 
-Held in memory only, bounded three ways: at most `max_sessions` sessions (the least
-recently used goes first), at most `max_bytes` of results (each result's size is
-estimated as the length of its JSON), and no result older than `ttl_seconds`.
+Held in memory only, bounded three ways: at most `max_sessions` sessions per identity (its least
+recently used goes first), at most `max_bytes` of results in all (each result's size is
+estimated as the length of its JSON; over it, the identity holding the most gives up its oldest),
+and no result older than `ttl_seconds`. So one caller naming many sessions evicts only its own.
 Thread-safe: the scheduler's lanes finish jobs concurrently.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
@@ -55,6 +56,9 @@ class SessionStore:
         self._clock = clock
         self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
         self._bytes = 0
+        # Per identity: its sessions held and their bytes.
+        self._counts: Counter[str] = Counter()
+        self._owned: Counter[str] = Counter()
         self._lock = threading.Lock()
 
     def swap(self, session_id: Hashable, result: ProfileResult) -> ProfileResult | None:
@@ -70,7 +74,10 @@ class SessionStore:
             if size <= self.max_bytes:
                 self._entries[session_id] = _Entry(result, size, now)
                 self._bytes += size
-                self._evict()
+                owner = _identity(session_id)
+                self._counts[owner] += 1
+                self._owned[owner] += size
+                self._evict(owner)
         return previous.result if previous else None
 
     def __len__(self) -> int:
@@ -89,7 +96,13 @@ class SessionStore:
         entry = self._entries.pop(session_id, None)
         if entry is not None:
             self._bytes -= entry.size
+            owner = _identity(session_id)
+            self._counts[owner] -= 1
+            self._owned[owner] -= entry.size
         return entry
+
+    def _oldest_of(self, owner: str) -> Hashable:
+        return next(key for key in self._entries if _identity(key) == owner)
 
     def _expire(self, now: float) -> None:
         # Entries are in least-recently-stored order, so the expired ones are at the front.
@@ -99,6 +112,14 @@ class SessionStore:
                 break
             self._pop(session_id)
 
-    def _evict(self) -> None:
-        while len(self._entries) > self.max_sessions or self._bytes > self.max_bytes:
-            self._pop(next(iter(self._entries)))
+    def _evict(self, owner: str) -> None:
+        while self._counts[owner] > self.max_sessions:
+            self._pop(self._oldest_of(owner))
+        while self._bytes > self.max_bytes:
+            heaviest, _ = self._owned.most_common(1)[0]
+            self._pop(self._oldest_of(heaviest))
+
+
+def _identity(session_id: Hashable) -> str:
+    """Whose session this is: a SessionKey's identity; one shared owner for bare ids."""
+    return session_id.identity if isinstance(session_id, SessionKey) else ""

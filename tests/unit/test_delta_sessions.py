@@ -9,7 +9,7 @@ import pytest
 from profsvc.metrics.analysis import analyze_report
 from profsvc.metrics.catalog import load_catalog
 from profsvc.report.delta import UNCHANGED_RELATIVE_TOLERANCE, compute_delta
-from profsvc.scheduler.sessions import SessionStore
+from profsvc.scheduler.sessions import SessionKey, SessionStore
 from profsvc_contract.models import FigureValue, KernelResult, ProfileResult
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -155,6 +155,30 @@ def test_byte_budget_evicts_the_oldest_and_skips_results_larger_than_the_budget(
     huge.warnings = ["x" * (3 * size)]
     assert store.swap("c", huge).job_id == "0" * 32  # the previous one is still returned
     assert store.swap("c", small) is None  # the oversized result was not kept
+
+
+def test_one_identity_naming_many_sessions_evicts_only_its_own():
+    store = SessionStore(max_sessions=4)
+    bob = SessionKey("bob", "bob-run")
+    store.swap(bob, _result(job_id="b" * 32))
+    for index in range(260):
+        store.swap(SessionKey("alice", f"evict-{index}"), _result(job_id="a" * 32))
+    assert len(store) == 5  # alice's four latest and bob's
+    assert store.swap(bob, _result()).job_id == "b" * 32
+    assert store.swap(SessionKey("alice", "evict-0"), _result()) is None
+
+
+def test_over_the_byte_budget_the_identity_holding_most_gives_up_its_oldest():
+    small = _result(job_id="0" * 32)
+    size = len(small.model_dump_json())
+    store = SessionStore(max_bytes=int(3.5 * size))
+    store.swap(SessionKey("bob", "b"), small)  # the oldest of all, but bob holds the least
+    store.swap(SessionKey("alice", "a1"), small)
+    store.swap(SessionKey("alice", "a2"), small)
+    store.swap(SessionKey("alice", "a3"), small)  # four would pass the budget: alice's a1 goes
+    assert store.bytes_used == 3 * size
+    assert store.swap(SessionKey("bob", "b"), small) is not None
+    assert store.swap(SessionKey("alice", "a1"), small) is None
 
 
 def test_store_rejects_nonsense_bounds():
