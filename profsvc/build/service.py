@@ -87,6 +87,14 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+# The cache's roots (its own folder, the shared headers' and bindings'), which no one may list: an entry's name
+# is the key of someone's sources, and a job loads a build only from the folder the server named to it. Write and
+# search for the server (the owner: it installs entries), search alone for the rest; a server without root gives
+# itself reading back only while it sweeps at start, before any job runs.
+UNLISTED = 0o311
+_LISTABLE = 0o711
+
+
 class BuildCacheIndex:
     """Content hashes of the cache's entries, kept where no job can write (the server's state folder)."""
 
@@ -94,6 +102,8 @@ class BuildCacheIndex:
         self.cache_root = cache_root
         self.root = index_root
         self.root.mkdir(parents=True, exist_ok=True)
+        self.cache_root.mkdir(parents=True, exist_ok=True)
+        self.cache_root.chmod(UNLISTED)
         # Files already hashed this run, by (inode, size, mtime): a file that changed since is hashed again.
         self._seen: dict[Path, tuple[int, int, int]] = {}
 
@@ -132,18 +142,23 @@ class BuildCacheIndex:
         Builds are checked against their hashes when a job asks for them; precompiled headers and shared
         bindings, which the builder reads from the cache itself, are checked here.
         """
-        if not self.cache_root.is_dir():
-            return
         shared = [self.cache_root / name for name in _SHARED_FOLDERS]
-        for path in [p for p in self.cache_root.iterdir() if p.is_dir() and p not in shared]:
-            if not self._record(path.name).is_file():
-                shutil.rmtree(path, ignore_errors=True)
-        for root in shared:
-            for path in [p for p in root.iterdir() if p.is_dir()] if root.is_dir() else []:
-                folder = f"{root.name}/{path.name}"
-                if not self.verified(folder):
+        roots = [self.cache_root, *(root for root in shared if root.is_dir())]
+        for root in roots:
+            root.chmod(_LISTABLE)
+        try:
+            for path in [p for p in self.cache_root.iterdir() if p.is_dir() and p not in shared]:
+                if not self._record(path.name).is_file():
                     shutil.rmtree(path, ignore_errors=True)
-                    self._record(folder).unlink(missing_ok=True)
+            for root in roots[1:]:
+                for path in [p for p in root.iterdir() if p.is_dir()]:
+                    folder = f"{root.name}/{path.name}"
+                    if not self.verified(folder):
+                        shutil.rmtree(path, ignore_errors=True)
+                        self._record(folder).unlink(missing_ok=True)
+        finally:
+            for root in roots:
+                root.chmod(UNLISTED)
 
     def install(self, staged: Path, folder: str, hashed: list[str]) -> bool:
         """Move a staged folder into the cache as `folder` and record the hashes of `hashed` (names in it).
@@ -157,8 +172,11 @@ class BuildCacheIndex:
             if path.is_symlink() or not (path.is_file() or path.is_dir()):
                 log.warning("staged build %s holds %s, which is not a plain file: not installed", folder, path)
                 return False
+        _keep_only(staged, hashed)
         target = self.cache_root / folder
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.parent != self.cache_root and not target.parent.is_dir():
+            target.parent.mkdir()
+            target.parent.chmod(UNLISTED)
         if target.exists():
             shutil.rmtree(target)  # an entry whose hashes did not match
         staged.rename(target)
@@ -170,6 +188,16 @@ class BuildCacheIndex:
         partial.write_text(json.dumps({"files": files}))
         partial.replace(self._record(folder))
         return True
+
+
+def _keep_only(staged: Path, hashed: list[str]) -> None:
+    """Remove from a staged folder what is not hashed: the rest (the sent sources, objects, ninja's files) is the
+    caller's own and no later job's business."""
+    for path in sorted(staged.rglob("*"), reverse=True):
+        if path.is_file() and str(path.relative_to(staged)) not in hashed:
+            path.unlink()
+        elif path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
 
 
 class BuildService:

@@ -117,6 +117,8 @@ attempt("write_etc", lambda: write("/etc/profsvc-attack"))
 attempt("write_state", lambda: write(STATE + "/attack"))
 attempt("write_cache", lambda: write(CACHE + "/attack"))
 attempt("poison_cache", poison)
+attempt("list_cache", lambda: os.listdir(CACHE))
+attempt("cache_sources", lambda: glob.glob(CACHE + "/**/*.cpp", recursive=True))
 attempt("setns", setns)
 attempt("unshare", lambda: os.unshare(os.CLONE_NEWUSER) or "unshared")
 attempt("host_unix_socket", unix_socket)
@@ -238,6 +240,13 @@ def test_attacks_from_inside_a_job_all_fail_and_the_server_answers_on(jailed):
         assert record["host_cgroups"] == "[]", record["host_cgroups"]
         assert record["host_interfaces"] == "[]" or record["host_interfaces"].startswith("blocked"), record
         assert record["poison_cache"].startswith("blocked") or "no library" in record["poison_cache"]
+        # Another caller's build cannot be found: the cache is not listed, and its entries keep no sources.
+        assert record["list_cache"].startswith("blocked: PermissionError"), record["list_cache"]
+        assert record["cache_sources"] == "[]", record["cache_sources"]
+        entries = [p for p in cache.iterdir() if p.is_dir() and p.name not in ("pch", "binding")]
+        assert entries and all({f.suffix for f in e.iterdir()} <= {".so", ".json"} for e in entries), [
+            sorted(f.name for f in e.iterdir()) for e in entries
+        ]
         assert not Path("/etc/profsvc-attack").exists()
         assert not (config.state_dir / "attack").exists() and not (cache / "attack").exists()
         # The server is alive, its cache intact: the benign module's build still answers 42 (it asserts so).
