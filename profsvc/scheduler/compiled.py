@@ -3,7 +3,10 @@
 An agent sends one candidate to compile, correctness, profile and submit in turn;
 each would start the compile step again (import the module, find its builds in
 the cache). The outcome of a successful compile is kept here by the source's
-digest, as long as the build folders it names still hold their libraries.
+digest, as long as the build folders it names still hold their libraries. The compile
+step's status is written by the job, whose code chose what it says: only builds in
+folders of the server's cache are looked at, and an outcome naming any other is not
+kept (the server never probes a path a job picked).
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ def source_digest(source: SourceSpec) -> str:
 class CompiledSources:
     """The last successful compile of recently seen sources (least recently used goes first)."""
 
-    def __init__(self, capacity: int = CAPACITY) -> None:
+    def __init__(self, cache_root: Path, capacity: int = CAPACITY) -> None:
+        self.cache_root = cache_root
         self.capacity = capacity
         self._entries: OrderedDict[str, tuple[CompileResult, HarnessStatus]] = OrderedDict()
 
@@ -44,7 +48,7 @@ class CompiledSources:
         if entry is None:
             return None
         result, status = entry
-        if not all(any(Path(b.get("build_directory", "")).glob("*.so")) for b in status.builds):
+        if not all(self._in_cache(b) and any(Path(b["build_directory"]).glob("*.so")) for b in status.builds):
             del self._entries[key]
             return None
         self._entries.move_to_end(key)
@@ -53,10 +57,15 @@ class CompiledSources:
 
     def put(self, source: SourceSpec, result: CompileResult, status: HarnessStatus) -> None:
         """Remember a successful compile."""
-        if not result.ok or not status.ok:
+        if not result.ok or not status.ok or not all(self._in_cache(b) for b in status.builds):
             return
         key = source_digest(source)
         self._entries[key] = (result, status)
         self._entries.move_to_end(key)
         while len(self._entries) > self.capacity:
             self._entries.popitem(last=False)
+
+    def _in_cache(self, build: dict[str, object]) -> bool:
+        """Whether a build the status names lies in a folder of the server's cache (one level below its root)."""
+        folder = build.get("build_directory")
+        return isinstance(folder, str) and bool(folder) and Path(folder).parent == self.cache_root

@@ -107,7 +107,7 @@ class Scheduler:
         self.index = BuildCacheIndex(self.cache.root, index_root.resolve())
         arch_list = torch_arch_list(config.cuda_arch or host.default_arch)
         self.builds = BuildService(self.index, self._run_builder, lambda: worker_environment(config.python, arch_list))
-        self.compiled = CompiledSources()
+        self.compiled = CompiledSources(self.cache.root)
         # Started with the warm workers: a caller's reports then go to readers that stay (scheduler.readers).
         self.readers: ReaderPool | None = None
         self.cells = Cells(

@@ -31,7 +31,7 @@ def _built(tmp_path: Path, name: str = "ext") -> tuple[CompileResult, HarnessSta
 
 
 def test_a_repeat_is_served_as_cached(tmp_path):
-    memory = CompiledSources()
+    memory = CompiledSources(tmp_path)
     result, status = _built(tmp_path)
     memory.put(_source(), result, status)
     served = memory.get(_source())
@@ -44,7 +44,7 @@ def test_a_repeat_is_served_as_cached(tmp_path):
 
 
 def test_any_change_of_source_misses(tmp_path):
-    memory = CompiledSources()
+    memory = CompiledSources(tmp_path)
     memory.put(_source(), *_built(tmp_path))
     assert memory.get(_source("x = 2\n")) is None
     assert memory.get(_source(reference="y = 1\n")) is None
@@ -52,14 +52,14 @@ def test_any_change_of_source_misses(tmp_path):
 
 
 def test_failures_are_not_remembered(tmp_path):
-    memory = CompiledSources()
+    memory = CompiledSources(tmp_path)
     result, status = _built(tmp_path)
     memory.put(_source(), result.model_copy(update={"ok": False}), status)
     assert memory.get(_source()) is None
 
 
 def test_a_build_folder_without_its_library_forgets_the_entry(tmp_path):
-    memory = CompiledSources()
+    memory = CompiledSources(tmp_path)
     result, status = _built(tmp_path)
     memory.put(_source(), result, status)
     (tmp_path / "ext" / "ext.so").unlink()
@@ -69,7 +69,7 @@ def test_a_build_folder_without_its_library_forgets_the_entry(tmp_path):
 
 
 def test_the_least_recently_used_goes_first(tmp_path):
-    memory = CompiledSources(capacity=2)
+    memory = CompiledSources(tmp_path, capacity=2)
     for i in range(2):
         memory.put(_source(f"x = {i}\n"), *_built(tmp_path, f"e{i}"))
     assert memory.get(_source("x = 0\n")) is not None  # now the most recent
@@ -77,3 +77,16 @@ def test_the_least_recently_used_goes_first(tmp_path):
     assert memory.get(_source("x = 1\n")) is None
     assert memory.get(_source("x = 0\n")) is not None
     assert memory.get(_source("x = 2\n")) is not None
+
+
+def test_an_outcome_naming_a_folder_outside_the_cache_is_not_kept(tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    memory = CompiledSources(cache)
+    # The job wrote its own status: a build "in" a host folder that happens to hold a library.
+    result, status = _built(tmp_path, "elsewhere")
+    memory.put(_source(), result, status)
+    assert memory.get(_source()) is None
+    inside, inside_status = _built(cache)
+    memory.put(_source("x = 3\n"), inside, inside_status)
+    assert memory.get(_source("x = 3\n")) is not None
