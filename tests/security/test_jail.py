@@ -273,8 +273,10 @@ def test_a_fork_bomb_meets_the_task_limit_and_the_server_answers_on(jailed):
 
 
 def test_a_job_past_its_memory_limit_is_told_so_and_the_server_answers_on(tmp_path):
-    limit = 256 << 20
-    hog = "blocks = [b'x' * (64 << 20) for _ in range(32)]  # 2 GiB, every page written\n"
+    # Room for a job that imports torch: on a GPU host, a CUDA build's import alone did not fit in 256 MiB (the
+    # compile of `x = 1` was killed there, on an H100 host).
+    limit = 2 << 30
+    hog = "blocks = [b'x' * (64 << 20) for _ in range(64)]  # 4 GiB, every page written\n"
     with _served_jailed(tmp_path, Limits(job_tasks=256, job_memory_bytes=limit)) as (target, *_):
         with ProfilerClient(target, token=SECRET, timeout=600) as client:
             if "cgroup" not in client.capabilities().isolation:
@@ -286,7 +288,7 @@ def test_a_job_past_its_memory_limit_is_told_so_and_the_server_answers_on(tmp_pa
             assert not result.ok
             message = result.diagnostics[0].message
             # The kernel's own count, read from the job's cgroup: the limit it met, in the result's first line.
-            assert "ran out of memory on the host" in message and "(256 MiB)" in message, message
+            assert "ran out of memory on the host" in message and "(2.0 GiB)" in message, message
             again = client.compile(_source("fits2.py", "x = 2\n"))
             assert again.ok, [d.message for d in again.diagnostics]
 
