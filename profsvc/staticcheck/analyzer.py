@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ast
-import warnings
 from collections.abc import Callable, Iterable, Iterator
 
 from profsvc.staticcheck import (
@@ -19,10 +17,12 @@ from profsvc.staticcheck import (
     structure,
     subclass,
 )
+from profsvc.staticcheck.cppsource import clear_caches
 from profsvc.staticcheck.facts import ModuleFacts
 from profsvc.staticcheck.findings import Finding, Hit
 from profsvc.staticcheck.precision import reference_kinds
 from profsvc.staticcheck.rules import RuleId, load_rules
+from profsvc.staticcheck.syntax import parse_quietly
 
 _DETECTORS: tuple[Callable[[ModuleFacts], Iterator[Hit]], ...] = (
     structure.detect,
@@ -50,10 +50,7 @@ def check_source(
     """
     rules = load_rules()
     try:
-        with warnings.catch_warnings():
-            # Invalid escape sequences in CUDA strings are the candidate's business, not a reason to warn here.
-            warnings.simplefilter("ignore")
-            tree = ast.parse(candidate_text, filename=candidate_name)
+        tree = parse_quietly(candidate_text, candidate_name)
     except SyntaxError as error:
         detail = f"{candidate_name}:{error.lineno}: {error.msg}"
         return [rules.finding(Hit(RuleId.SYNTAX_ERROR, max(error.lineno or 1, 1), max(error.offset or 1, 1), detail))]
@@ -64,9 +61,12 @@ def check_source(
     reference = reference_text if reference_text is not None else facts.reference_source
     allowed = reference_kinds(reference)
     known = bool(reference.strip())
-    hits: list[Hit] = [hit for detect in _DETECTORS for hit in detect(facts)]
-    hits += precision.detect(facts, allowed, known)
-    hits += cuda.detect(facts, allowed, known)
+    try:
+        hits: list[Hit] = [hit for detect in _DETECTORS for hit in detect(facts)]
+        hits += precision.detect(facts, allowed, known)
+        hits += cuda.detect(facts, allowed, known)
+    finally:
+        clear_caches()
     return [rules.finding(hit) for hit in _unique(hits)]
 
 

@@ -21,7 +21,7 @@ SOURCE_MARKER = re.compile(r"__global__|#include|\btorch::|\bat::|__device__|PYB
 # well under a second, however it is written (an unclosed comment runs to the end, qualifiers are few, brackets
 # are paired once per text).
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?(?:\*/|\Z)", re.DOTALL)
-_KERNEL = re.compile(r"__global__\s+(?:[\w:]+\s+|__launch_bounds__\s*\([^)]*\)\s*){0,6}(\w+)\s*\(")
+_KERNEL = re.compile(r"__global__\s+(?:[\w:<>,*&]+\s++|__launch_bounds__\s*\([^)]*\)\s*){0,24}(\w+)\s*\(")
 # name<<<...>>> and name<T><<<...>>>
 _LAUNCH = re.compile(r"\b(\w+)\s*(?:<[^<>;]*>\s*)?<<<")
 # Work a host function starts without a <<< of its own: launch APIs, graphs, libraries that launch kernels.
@@ -30,6 +30,11 @@ LAUNCH_API = re.compile(
     r"|\bthrust::\w+|\bcutlass::\w+|\bcublas\w*\s*\(|\bcublasLt\w*|\bcudnn\w*\s*\(|\bcufft\w*\s*\(|\bcusparse\w*\s*\("
 )
 _MEMSET = re.compile(r"\bcu(?:da)?Memset\w*")
+_CALL = re.compile(r"\b(\w+)\s*\(")
+_EXPORT = re.compile(r'\.def\(\s*"(\w+)"\s*,\s*&?\s*([\w:]+)')
+# Tables worked out per text (brackets, lines, calls, bindings) for the texts of the check under way; the
+# analyzer clears them when a check ends (clear_caches).
+_CACHED_TEXTS = 16
 
 
 @dataclass(frozen=True)
@@ -54,7 +59,7 @@ def cpp_strings(nodes: Iterable[ast.AST]) -> list[CppString]:
     ]
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=_CACHED_TEXTS)
 def _pairs(text: str, opening: str, closing: str) -> dict[int, int]:
     """Each opening bracket's offset mapped to its closing one's, in one pass (unclosed ones left out)."""
     pairs: dict[int, int] = {}
@@ -102,31 +107,55 @@ def launches(text: str) -> set[str]:
     return {m.group(1) for m in _LAUNCH.finditer(text)}
 
 
+@functools.lru_cache(maxsize=_CACHED_TEXTS)
+def _calls(text: str) -> dict[str, list[tuple[int, int]]]:
+    """Each name followed by '(' (a call or a definition), with the (start, end) of every such place, in one pass."""
+    places: dict[str, list[tuple[int, int]]] = {}
+    for match in _CALL.finditer(text):
+        places.setdefault(match.group(1), []).append((match.start(), match.end()))
+    return places
+
+
+@functools.lru_cache(maxsize=1024)
 def host_function(text: str, name: str) -> tuple[list[str], str, int] | None:
     """The parameter names, body and body offset of the host function `name` defined in the source, if any."""
-    for match in re.finditer(rf"\b{re.escape(name)}\s*\(", text):
-        end = match.start()
+    for start, end_of_match in _calls(text).get(name, ()):
+        end = start
         while end > 0 and text[end - 1].isspace():
             end -= 1
         before = text[max(0, end - 6) : end]
         if not before or before[-1] in "=,(.>" or before.endswith(("return", "<<<")):
             continue  # a call, not a definition
-        brace = _after_parameters(text, match.end() - 1)
+        brace = _after_parameters(text, end_of_match - 1)
         if brace is None:
             continue
         body = body_at(text, brace)
         if body is None:
             continue
-        params_text = text[match.end() : text.rindex(")", match.end(), brace)]
+        params_text = text[end_of_match : text.rindex(")", end_of_match, brace)]
         params = [_parameter_name(p) for p in _split_parameters(params_text)]
         return [p for p in params if p], body, brace + 1
     return None
 
 
+@functools.lru_cache(maxsize=_CACHED_TEXTS)
+def _exports(text: str) -> dict[str, str]:
+    """Each Python-visible name bound with m.def("name", &impl) and its impl (the first binding of a name)."""
+    bound: dict[str, str] = {}
+    for match in _EXPORT.finditer(text):
+        bound.setdefault(match.group(1), match.group(2).rsplit("::", 1)[-1])
+    return bound
+
+
 def exported_name(text: str, name: str) -> str:
     """The C++ function behind a Python-visible name: m.def("name", &impl) binds impl; else the name itself."""
-    match = re.search(rf'\.def\(\s*"{re.escape(name)}"\s*,\s*&?\s*([\w:]+)', text)
-    return match.group(1).rsplit("::", 1)[-1] if match else name
+    return _exports(text).get(name, name)
+
+
+def clear_caches() -> None:
+    """Drop what was worked out per text: a check of a 1 MiB source would otherwise keep its tables."""
+    for cached in (_pairs, _line_starts, _calls, _exports, host_function):
+        cached.cache_clear()
 
 
 def string_hit(node: ast.Constant, source: str, offset: int, rule_id: str, detail: str) -> Hit:
@@ -139,7 +168,7 @@ def string_hit(node: ast.Constant, source: str, offset: int, rule_id: str, detai
     return Hit(rule_id, line, column, detail)
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=_CACHED_TEXTS)
 def _line_starts(source: str) -> list[int]:
     """The offsets where lines start: 0, then one past each newline."""
     return [0, *(match.end() for match in re.finditer("\n", source))]

@@ -25,8 +25,9 @@ _ATEN_OPS = (
     r"|adaptive_avg_pool[123]d|sum|mean|amax|logsumexp|cumsum|norm|cat|stack|mul|add|sub|div|exp"
     r"|matmul_out|mm_out|addmm_out|bmm_out"
 )
-# Namespaces and qualifiers bounded, as in cppsource: each match looks a few words ahead, not to the end.
-_ATEN_CALL = re.compile(rf"(?:\b(?:torch|at)::(?:\w+::){{0,4}}|\.\s*)(?:{_ATEN_OPS})\s*\(")
+# Namespaces and qualifiers bounded, as in cppsource: each match looks a few words ahead, not to the end. A bound
+# counts a run of spaces (padding, a blanked comment) as one.
+_ATEN_CALL = re.compile(rf"(?:\b(?:torch|at)::(?:\w+::){{0,8}}|\.\s*)(?:{_ATEN_OPS})\s*\(")
 _VENDOR_CALL = re.compile(
     r"\b(?:cublas\w*|cudnn\w*|cusparse\w*|cufft\w*|cusolver\w*)\s*\(|getCurrentCUDA(?:Blas|Sparse)Handle"
 )
@@ -34,11 +35,11 @@ _STREAM_CREATE = re.compile(r"\bcudaStreamCreate\w*|\bgetStreamFromPool\b|\bcuda
 _STREAM_JOIN = re.compile(r"cudaStreamSynchronize|cudaDeviceSynchronize|cudaStreamWaitEvent|cudaEventSynchronize")
 _CONCURRENCY = re.compile(r"std::j?thread\b|std::async\b|\bpthread_create\b|\bfork\s*\(|\bpopen\s*\(|\bsystem\s*\(")
 _STATIC_TENSOR = re.compile(
-    r"\bstatic\s+(?:const\s+)?(?:torch|at)::Tensor\b|\bstatic\s+std::(?:unordered_)?map\s*<[^;]{0,512}?Tensor"
+    r"\bstatic\s+(?:const\s+)?(?:torch|at)::Tensor\b|\bstatic\s+std::(?:unordered_)?map\s*<(?:[^;\s]|\s++){0,512}?Tensor"
 )
 # A static variable of a host function: it outlives the call like a global.
 _STATIC_VARIABLE = re.compile(
-    r"\bstatic\s+(?!inline\b|constexpr\b|__\w+__\b|void\b)(?:const\s+|volatile\s+){0,4}[\w:]+(?:\s*<[^;{}]{0,256}?>)?"
+    r"\bstatic\s+(?!inline\b|constexpr\b|__\w+__\b|void\b)(?:const\s+|volatile\s+){0,4}[\w:]+(?:\s*<(?:[^;{}\s]|\s++){0,256}?>)?"
     r"(?:\s*\*\s*(?:const\s*)?|\s*&\s*|\s+)(\w+)\s*(?:=|;|\[|\{)"
 )
 _DOWNCAST = re.compile(
@@ -119,7 +120,9 @@ def _static_caches(node: ast.Constant, source: str) -> Iterator[Hit]:
 
 
 # The second argument of a copy (after an optional cast): what it reads from.
-_COPIED_FROM = re.compile(r"\b(?:cudaMemcpy\w*|memcpy|std::copy)\s*\([^,;]{1,512},\s*(?:\([^()]*\)\s*)?(\w+)\b")
+_COPIED_FROM = re.compile(
+    r"\b(?:cudaMemcpy\w*|memcpy|std::copy)\s*\((?:[^,;\s]|\s++){1,512},\s*(?:\([^()]*\)\s*)?(\w+)\b"
+)
 _RETURNED = re.compile(r"\breturn\s+(\w+)\s*;")
 _COMPARISON = re.compile(r"[!=]=")
 _WORD = re.compile(r"\w+")

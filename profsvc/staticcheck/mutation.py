@@ -78,6 +78,8 @@ def _assignment_writes(scope: Scope, node: ast.Assign | ast.AugAssign, inputs: s
 
 def _extension_writes(facts: ModuleFacts, scope: Scope, inputs: set[str], strings: list[CppString]) -> Iterator[Hit]:
     """Inputs forward hands to an extension function whose C++ writes into that parameter."""
+    # A parameter's body is searched once, however many calls pass it an input: its hits sit at the same places.
+    searched: set[tuple[int, str, int]] = set()
     for node in scope.nodes:
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
@@ -86,14 +88,15 @@ def _extension_writes(facts: ModuleFacts, scope: Scope, inputs: set[str], string
         passed = {i: name for i, arg in enumerate(node.args) if (name := _input_name(scope, arg, inputs))}
         if not passed:
             continue
-        for string in strings:
+        for number, string in enumerate(strings):
             function = exported_name(string.text, node.func.attr)
             found = host_function(string.text, function)
             if found is None:
                 continue
             params, body, offset = found
             for index, input_name in passed.items():
-                if index < len(params):
+                if index < len(params) and (number, function, index) not in searched:
+                    searched.add((number, function, index))
                     yield from _cpp_writes(string, function, (params[index], body, offset), input_name)
             break
 

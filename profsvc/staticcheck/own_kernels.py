@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import ast
 import re
-import warnings
+
+from profsvc.staticcheck.syntax import parse_quietly
 
 _ATTRIBUTES = re.compile(r"__launch_bounds__\s*\([^)]*\)|__cluster_dims__\s*\([^)]*\)|\[\[[^\]]*\]\]")
 # A few words between __global__ and the name (a return type, qualifiers, a template's arguments), bounded so
 # that each match looks a few words ahead, not to the end of a long text.
-_GLOBAL = re.compile(r"__global__\s+(?:[\w:<>,*&]+\s+){0,6}?(\w+)\s*\(")
+_GLOBAL = re.compile(r"__global__\s+(?:[\w:<>,*&]+\s++){0,24}?(\w+)\s*\(")
 _VENDOR = re.compile(r"\bcublas\w*|\bcutlass::|#\s*include\s*[<\"]cutlass", re.IGNORECASE)
 
 
@@ -32,9 +33,7 @@ def _python_kernels(source: str) -> set[str]:
     (`RawKernel(code, "name")`), from the module's syntax tree: exact where a pattern over the text would
     have to look arbitrarily far ahead."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(source)
+        tree = parse_quietly(source)
     except (SyntaxError, ValueError, RecursionError):
         return set()
     names: set[str] = set()
