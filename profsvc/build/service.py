@@ -24,13 +24,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import re
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
@@ -144,6 +145,10 @@ class BuildCacheIndex:
         """
         shared = [self.cache_root / name for name in _SHARED_FOLDERS]
         roots = [self.cache_root, *(root for root in shared if root.is_dir())]
+        with self._exclusive():
+            self._sweep(roots, shared)
+
+    def _sweep(self, roots: list[Path], shared: list[Path]) -> None:
         for root in roots:
             root.chmod(_LISTABLE)
         try:
@@ -160,12 +165,24 @@ class BuildCacheIndex:
             for root in roots:
                 root.chmod(UNLISTED)
 
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """Held around a sweep and an install: servers that share one cache (a cluster's workers on one node) do
+        not sweep while another installs, nor list a root another's sweep has closed again."""
+        with (self.cache_root / ".install.lock").open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+
     def install(self, staged: Path, folder: str, hashed: list[str]) -> bool:
         """Move a staged folder into the cache as `folder` and record the hashes of `hashed` (names in it).
 
         False when the cache has a verified entry already (the staged copy is dropped) or the staged folder is
         not plain files and folders.
         """
+        with self._exclusive():
+            return self._install(staged, folder, hashed)
+
+    def _install(self, staged: Path, folder: str, hashed: list[str]) -> bool:
         if self.verified(folder):
             return False
         for path in [staged, *staged.rglob("*")]:
@@ -174,8 +191,9 @@ class BuildCacheIndex:
                 return False
         _keep_only(staged, hashed)
         target = self.cache_root / folder
-        if target.parent != self.cache_root and not target.parent.is_dir():
-            target.parent.mkdir()
+        if target.parent != self.cache_root:
+            # Installs run in threads beside each other: the first into a shared folder makes it.
+            target.parent.mkdir(exist_ok=True)
             target.parent.chmod(UNLISTED)
         if target.exists():
             shutil.rmtree(target)  # an entry whose hashes did not match
