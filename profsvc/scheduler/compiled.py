@@ -12,6 +12,7 @@ kept (the server never probes a path a job picked).
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import OrderedDict
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from profsvc.scheduler.jobs import SourceSpec
 from profsvc_contract.models import CompileResult
 
 CAPACITY = 512
+# A build's cache folder: its key, and its route after a dash (build.inline_builder.route_folder).
+_ENTRY = re.compile(r"[0-9a-f]{32}(?:-[a-z-]+)?")
 
 
 def source_digest(source: SourceSpec) -> str:
@@ -66,6 +69,10 @@ class CompiledSources:
             self._entries.popitem(last=False)
 
     def _in_cache(self, build: dict[str, object]) -> bool:
-        """Whether a build the status names lies in a folder of the server's cache (one level below its root)."""
+        """Whether a build the status names is a folder of the server's cache: a key's, one level below its root
+        (`cache/..` has the cache as its parent too, as a path)."""
         folder = build.get("build_directory")
-        return isinstance(folder, str) and bool(folder) and Path(folder).parent == self.cache_root
+        if not isinstance(folder, str):
+            return False
+        path = Path(folder)
+        return path.parent == self.cache_root and _ENTRY.fullmatch(path.name) is not None

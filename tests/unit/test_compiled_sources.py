@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from pathlib import Path
 
 from profsvc.build.python_problem import HarnessStatus
@@ -20,8 +22,13 @@ def _source(text: str = "x = 1\n", reference: str = "") -> SourceSpec:
     )
 
 
+def _folder(tmp_path: Path, name: str) -> Path:
+    """A cache folder as the server names one: a 32-digit key (here of the name), its route after a dash."""
+    return tmp_path / f"{hashlib.md5(name.encode()).hexdigest()}-split-bind"
+
+
 def _built(tmp_path: Path, name: str = "ext") -> tuple[CompileResult, HarnessStatus]:
-    folder = tmp_path / name
+    folder = _folder(tmp_path, name)
     folder.mkdir()
     (folder / f"{name}.so").write_bytes(b"\x7fELF")
     unit = BuiltUnit(name=name, cache_key="k", cached=False, seconds=7.5)
@@ -62,9 +69,9 @@ def test_a_build_folder_without_its_library_forgets_the_entry(tmp_path):
     memory = CompiledSources(tmp_path)
     result, status = _built(tmp_path)
     memory.put(_source(), result, status)
-    (tmp_path / "ext" / "ext.so").unlink()
+    (_folder(tmp_path, "ext") / "ext.so").unlink()
     assert memory.get(_source()) is None
-    (tmp_path / "ext" / "ext.so").write_bytes(b"\x7fELF")
+    (_folder(tmp_path, "ext") / "ext.so").write_bytes(b"\x7fELF")
     assert memory.get(_source()) is None  # forgotten, not revived
 
 
@@ -90,3 +97,8 @@ def test_an_outcome_naming_a_folder_outside_the_cache_is_not_kept(tmp_path):
     inside, inside_status = _built(cache)
     memory.put(_source("x = 3\n"), inside, inside_status)
     assert memory.get(_source("x = 3\n")) is not None
+    # A path whose parent is the cache, as a path, but which names the state folder above it.
+    above = dataclasses.replace(inside_status, builds=[{"name": "ext", "build_directory": f"{cache}/.."}])
+    (tmp_path / "ext.so").write_bytes(b"\x7fELF")
+    memory.put(_source("x = 4\n"), inside, above)
+    assert memory.get(_source("x = 4\n")) is None
