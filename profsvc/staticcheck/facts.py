@@ -10,6 +10,7 @@ kernel, a Triton/CuTe/TileLang/Numba kernel function, a cache of compiled kernel
 from __future__ import annotations
 
 import ast
+import collections
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -23,6 +24,8 @@ REFERENCE_CLASS = "Model"
 REFERENCE_FUNCTIONS = ("get_inputs", "get_init_inputs")
 
 # Calls that build or load compiled code; what they return is the extension, not a result.
+# The most passes the search for compiled extensions makes (see ModuleFacts._find_extensions).
+_ROUNDS = 16
 _BUILDER_NAMES = frozenset(
     {
         "load_inline",
@@ -250,35 +253,42 @@ class ModuleFacts:
 
     def _nn_classes(self) -> dict[str, ast.ClassDef]:
         """Module classes deriving from torch.nn (the reference Model among them), ModelNew excluded."""
-        found: dict[str, ast.ClassDef] = {}
-        changed = True
-        while changed:
-            changed = False
-            for name, cls in self.classes.items():
-                if name == MODEL_NEW or name in found:
-                    continue
-                if any(self._is_nn_base(base, found) for base in cls.bases):
-                    found[name] = cls
-                    changed = True
-        return found
+        seeds = {name for name, cls in self.classes.items() if any(self._is_nn_base(b, {}) for b in cls.bases)}
+        return {name: self.classes[name] for name in self._derived(seeds)}
 
     def _is_nn_base(self, base: ast.expr, known: dict[str, ast.ClassDef]) -> bool:
         qualname = self.imports.resolve(base)
         return (qualname or "").startswith("torch.nn.") or (isinstance(base, ast.Name) and base.id in known)
+
+    def _derived(self, seeds: set[str], known: frozenset[str] = frozenset()) -> set[str]:
+        """The module's classes among `seeds` and those deriving from them or from `known` (by a base's name),
+        ModelNew excluded: one pass over the classes and one over the derivations (a chain declared in reverse
+        order took a pass over every class per link before)."""
+        children: dict[str, list[str]] = {}
+        for name, cls in self.classes.items():
+            for base in cls.bases:
+                if isinstance(base, ast.Name):
+                    children.setdefault(base.id, []).append(name)
+        found = {name for name in seeds if name != MODEL_NEW}
+        pending = [*found, *known]
+        while pending:
+            for child in children.get(pending.pop(), ()):
+                if child != MODEL_NEW and child not in found:
+                    found.add(child)
+                    pending.append(child)
+        return found
 
     def _reference_classes(self) -> frozenset[str]:
         """Names that stand for the reference: the module's Model, classes derived from it, an imported Model."""
         found = {name for name, qualname in self.imports.aliases.items() if qualname.rsplit(".", 1)[-1] == "Model"}
         if REFERENCE_CLASS in self.classes:
             found.add(REFERENCE_CLASS)
-        changed = True
-        while changed:
-            changed = False
-            for name, cls in self.classes.items():
-                if name != MODEL_NEW and name not in found and any(self._names_reference(b, found) for b in cls.bases):
-                    found.add(name)
-                    changed = True
-        return frozenset(found)
+        seeds = {
+            name
+            for name, cls in self.classes.items()
+            if any(not isinstance(b, ast.Name) and self._names_reference(b, found) for b in cls.bases)
+        }
+        return frozenset(found | self._derived(seeds, frozenset(found)))
 
     def _names_reference(self, node: ast.expr, known: set[str] | frozenset[str]) -> bool:
         if isinstance(node, ast.Name):
@@ -292,11 +302,13 @@ class ModuleFacts:
     def _mro(self, start: list[ast.ClassDef]) -> list[ast.ClassDef]:
         """The classes and their in-module base classes, nearest first."""
         order: list[ast.ClassDef] = []
-        pending = list(start)
+        seen: set[int] = set()
+        pending = collections.deque(start)
         while pending:
-            cls = pending.pop(0)
-            if cls in order:
+            cls = pending.popleft()
+            if id(cls) in seen:
                 continue
+            seen.add(id(cls))
             order.append(cls)
             pending.extend(self.classes[b.id] for b in cls.bases if isinstance(b, ast.Name) and b.id in self.classes)
         return order
@@ -447,23 +459,34 @@ class ModuleFacts:
             id(func): [n.value for n in ast.walk(func) if isinstance(n, ast.Return) and n.value is not None]
             for func in functions
         }
-        size = -1
-        while size != len(self.ext_names) + len(self.ext_attrs) + len(self.ext_functions):
+        # At most _ROUNDS passes: each pass learns at least one name, and a chain of hand-offs longer than any
+        # module writes (a0 = a1 ... aN = load_inline, declared in reverse) would cost a pass per link.
+        for _ in range(_ROUNDS):
             size = len(self.ext_names) + len(self.ext_attrs) + len(self.ext_functions)
-            stored: dict[str, list[bool]] = {}
-            for assign in assigns:
-                is_ext = self.is_extension(assign.value)
-                for target in assign.targets:
-                    if isinstance(target, ast.Subscript) and (key := _container_key(target.value)):
-                        stored.setdefault(key, []).append(is_ext)
-                if is_ext:
-                    self._mark_extension_targets(assign.targets)
-            for key, flags in stored.items():
-                if all(flags):
-                    (self.ext_attrs if key.startswith(".") else self.ext_names).add(key.lstrip("."))
-            for func in functions:
-                if any(self.is_extension(value) for value in returns[id(func)]):
-                    self.ext_functions.add(func.name)
+            self._extension_pass(assigns, functions, returns)
+            if size == len(self.ext_names) + len(self.ext_attrs) + len(self.ext_functions):
+                break
+
+    def _extension_pass(
+        self,
+        assigns: list[ast.Assign],
+        functions: list[ast.FunctionDef | ast.AsyncFunctionDef],
+        returns: dict[int, list[ast.expr]],
+    ) -> None:
+        stored: dict[str, list[bool]] = {}
+        for assign in assigns:
+            is_ext = self.is_extension(assign.value)
+            for target in assign.targets:
+                if isinstance(target, ast.Subscript) and (key := _container_key(target.value)):
+                    stored.setdefault(key, []).append(is_ext)
+            if is_ext:
+                self._mark_extension_targets(assign.targets)
+        for key, flags in stored.items():
+            if all(flags):
+                (self.ext_attrs if key.startswith(".") else self.ext_names).add(key.lstrip("."))
+        for func in functions:
+            if any(self.is_extension(value) for value in returns[id(func)]):
+                self.ext_functions.add(func.name)
 
     def _mark_extension_targets(self, targets: list[ast.expr]) -> None:
         for target in targets:
