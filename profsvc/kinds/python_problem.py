@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from profsvc.build.python_problem import HarnessStatus, compile_result, harness_argv, source_map
-from profsvc.kinds.base import Built, KindContext, RunTarget, Verb, parse_python, top_level_names
+from profsvc.kinds.base import Built, KindContext, RunTarget, Verb, defined_names
 from profsvc.metrics.nvtx import MEASURED_INCLUDE
 from profsvc.scheduler.jobs import SourceSpec
 from profsvc_contract.errors import InvalidRequest, Reason
@@ -48,13 +48,13 @@ class PythonProblem:
         """A .py that defines any of the problem's names at module level."""
         if not file_name.endswith(".py"):
             return False
-        return bool(top_level_names(parse_python(text, file_name)) & PROBLEM_NAMES)
+        return bool(defined_names(text, file_name) & PROBLEM_NAMES)
 
     def validate(self, source: SourceSpec, verb: Verb) -> SourceSpec:
         """The names each verb needs; the target (candidate where there is a ModelNew, else the reference)."""
-        defined = top_level_names(parse_python(source.main_text, source.main_name))
+        defined = defined_names(source.main_text, source.main_name)
         if source.reference_text:
-            reference_defined = top_level_names(parse_python(source.reference_text, source.reference_name))
+            reference_defined = defined_names(source.reference_text, source.reference_name)
         else:
             reference_defined = defined
         if verb == Verb.LINT:
