@@ -23,7 +23,7 @@ TAIL = "\next = load_inline(name='e', cpp_sources=src, cuda_sources=src, functio
 
 
 def _qualifiers(size: int) -> bytes:
-    """The red team's source, to `size` bytes: `__global__ ` repeated in a load_inline string (132 KB of it held
+    """An attacking source, to `size` bytes: `__global__ ` repeated in a load_inline string (132 KB of it held
     the server's event loop for 66 s)."""
     room = size - len(HEAD) - len(TAIL) - 32
     return (HEAD + "src = " + repr("#include <x>\n" + "__global__ " * (room // 11)) + TAIL).encode()

@@ -87,7 +87,7 @@ def _texts(size: int) -> dict[str, str]:
     imports = "import torch\nfrom torch.utils.cpp_extension import load_inline\n"
     texts["calls_in_forward"] = imports + cpp + load + forward
     # Chains declared in reverse order, so that a search to a fixed point learns one link per pass over the module
-    # (the second red team's cases): hand-offs of an extension, and classes deriving from torch.nn or the reference.
+    # (found by red-teaming the server): hand-offs of an extension, and classes deriving from torch.nn or the reference.
     build = "load_inline(name='e', cpp_sources='', functions=['f'])"
     for name, (link, last) in CHAINS.items():
         count = (size - 256) // len(link.format(i=99999, j=99999))
