@@ -231,26 +231,38 @@ def _signature_of(text: str) -> str | None:
     return f"{_spelled(result)}({', '.join(parameters)})"
 
 
+_NEXT_CHARACTER = re.compile(r"\s*(\S?)")
+
+
 def _declarations(code: str, name: str) -> list[str]:
     """Each top-level declaration or definition of `name` in masked code: its text from the result type to
-    the parameter list's closing parenthesis."""
+    the parameter list's closing parenthesis.
+
+    One pass: the brace depth and the last statement boundary are carried from one occurrence to the next (each
+    occurrence looked at the whole text before it, so a source of many calls of the name cost its length squared).
+    """
     found = []
+    depth, boundary, scanned = 0, -1, 0
     for match in re.finditer(rf"\b{re.escape(name)}\s*\(", code):
-        before = code[: match.start()]
-        if before.count("{") != before.count("}"):
+        depth += code.count("{", scanned, match.start()) - code.count("}", scanned, match.start())
+        boundary = max(boundary, *(code.rfind(c, scanned, match.start()) for c in ";{}"))
+        scanned = match.start()
+        if depth != 0:
             continue  # a call or a declaration inside a function, namespace or class
-        if re.search(r"(::|\.|->)\s*$", before):
+        last = match.start() - 1
+        while last >= 0 and code[last].isspace():
+            last -= 1
+        if last >= 0 and (code[last] == "." or code[max(0, last - 1) : last + 1] in ("::", "->")):
             continue
-        start = max(before.rfind(c) for c in ";{}") + 1
         # A preprocessor line before it ends at its newline.
-        lines = before[start:].split("\n")
+        lines = code[boundary + 1 : match.start()].split("\n")
         head = "\n".join(line for line in lines if not line.lstrip().startswith("#"))
-        depth, end = 0, match.end() - 1
+        parens, end = 0, match.end() - 1
         for end in range(match.end() - 1, len(code)):
-            depth += {"(": 1, ")": -1}.get(code[end], 0)
-            if depth == 0:
+            parens += {"(": 1, ")": -1}.get(code[end], 0)
+            if parens == 0:
                 break
-        after = code[end + 1 :].lstrip()[:1]
+        after = _NEXT_CHARACTER.match(code, end + 1).group(1)  # always matches (its group may be empty)
         if after not in (";", "{"):
             return []  # a qualifier after the parameters (noexcept, attributes, a trailing return type)
         found.append(head + code[match.end() - 1 : end + 1])
