@@ -3,8 +3,9 @@
 CUDA C++ `__global__` functions (in load_inline strings or anywhere in the
 file), Triton kernels (`@triton.jit` functions, also under `@triton.autotune`
 or `@triton.heuristics`), CuPy raw kernels (`RawKernel(code, "name")`); and
-whether the source calls a vendor library (cuBLAS, cuBLASLt, CUTLASS), whose
-kernels its extension then launches under their own names.
+whether the source calls a vendor library (cuBLAS, cuBLASLt, CUTLASS) or one of
+NVIDIA's template libraries (Thrust, CUB), whose kernels its extension then
+launches under their own names.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ _ATTRIBUTES = re.compile(r"__launch_bounds__\s*\([^)]*\)|__cluster_dims__\s*\([^
 # A few words between __global__ and the name (a return type, qualifiers, a template's arguments), bounded so
 # that each match looks a few words ahead, not to the end of a long text.
 _GLOBAL = re.compile(r"__global__\s+(?:[\w:<>,*&]+\s++){0,24}?(\w+)\s*\(")
-_VENDOR = re.compile(r"\bcublas\w*|\bcutlass::|#\s*include\s*[<\"]cutlass", re.IGNORECASE)
+_VENDOR = re.compile(
+    r"\bcublas\w*|\b(?:cutlass|thrust|cub)::|#\s*include\s*[<\"](?:cutlass|thrust|cub)\b", re.IGNORECASE
+)
 
 
 def own_kernel_names(source: str) -> tuple[frozenset[str], bool]:

@@ -146,8 +146,10 @@ class Candidate(Protocol):
         ...
 
 
-# Kernels the candidate's extension may launch through a vendor library it links (cuBLAS, cuBLASLt, CUTLASS).
-_VENDOR_KERNEL = re.compile(r"gemm|gemv|xmma|cublas|cutlass", re.IGNORECASE)
+# Kernels the candidate's extension may launch through a vendor library it links (cuBLAS, cuBLASLt, CUTLASS) or
+# instantiates from NVIDIA's template libraries (Thrust, CUB); PyTorch's own CUB kernels live in its wrapped
+# namespace `at_cuda_detail::cub`, so a torch.sort in the candidate's forward does not count.
+_VENDOR_KERNEL = re.compile(r"gemm|gemv|xmma|cublas|cutlass|(?<!at_cuda_detail::)\b(?:cub|thrust)::", re.IGNORECASE)
 _KERNEL_NAME = re.compile(r"(?:^|[\s:])([A-Za-z_]\w*)\s*(?:<.*)?\(")
 
 
@@ -158,7 +160,8 @@ def kernel_base_name(name: str) -> str:
 
 
 def own_kernels_ran(launched: list[str], own: set[str], vendor: bool) -> bool:
-    """Whether any launched kernel is one of the candidate's own (`vendor`: its extension calls cuBLAS & co.)."""
+    """Whether any launched kernel is one of the candidate's own (`vendor`: its extension calls cuBLAS, Thrust
+    & co.)."""
     return any(kernel_base_name(k) in own or (vendor and _VENDOR_KERNEL.search(k)) for k in launched)
 
 

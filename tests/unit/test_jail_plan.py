@@ -17,6 +17,7 @@ from profsvc.scheduler.relay import Relay, move_files
 from profsvc.staticcheck.own_kernels import own_kernel_names
 from profsvc.worker.correctness import kernel_base_name, own_kernels_ran
 
+ROOT = Path(__file__).resolve().parents[2]
 PLAN = JailPlan(
     bwrap="/usr/bin/bwrap",
     system=(Path("/usr"), Path("/tmp/site")),
@@ -269,3 +270,19 @@ def test_own_kernels_are_the_sources_global_triton_and_raw_kernels():
     assert not own_kernels_ran(launched[1:], set(names), vendor)
     assert own_kernels_ran(["sm90_xmma_gemm_f32f32_tf32f32"], set(), vendor=True)
     assert json.dumps(sorted(names))
+
+
+def test_thrust_and_cub_kernels_are_the_candidates_own_but_torchs_wrapped_cub_is_not():
+    # c30's thrust::sort launched these three on an H100 (CUB's radix sort); PyTorch's torch.sort launches the same
+    # kernels from its wrapped namespace, as its traces name them.
+    source = (ROOT / "tests" / "corpus" / "c30_sort_thrust.py").read_text()
+    names, vendor = own_kernel_names(source)
+    assert not names and vendor
+    kernels = ("DeviceRadixSortHistogramKernel", "DeviceRadixSortExclusiveSumKernel", "DeviceRadixSortOnesweepKernel")
+
+    def launched(cub: str) -> list[str]:
+        return [f"void {cub}::{kernel}<{cub}::DeviceRadixSortPolicy<float>::Policy900>(float*)" for kernel in kernels]
+
+    assert own_kernels_ran(launched("cub::CUB_300001_SM_900_NS"), set(names), vendor)
+    assert not own_kernels_ran(launched("at_cuda_detail::cub"), set(names), vendor)
+    assert not own_kernel_names("torch.sort(x)")[1]
