@@ -20,7 +20,16 @@ SOURCE_MARKER = re.compile(r"__global__|#include|\btorch::|\bat::|__device__|PYB
 # Every pattern and scan here is linear in the text: a source of the server's largest size (1 MiB) is checked in
 # well under a second, however it is written (an unclosed comment runs to the end, qualifiers are few, brackets
 # are paired once per text).
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?(?:\*/|\Z)", re.DOTALL)
+# Comments, and the literals that may hold a "/*" or "//" that starts none (kept as they are): raw strings,
+# strings, and characters (a quote after a word character is a digit separator, 1'000). A literal left open ends
+# at its line's end (a raw string at the text's), as the compiler would end it with an error: each match runs
+# forward from one quote only, never rescanned from a later one.
+_COMMENT = re.compile(
+    r"""(?P<literal>(?<!\w)(?:u8|[uUL])?R"(?P<delimiter>[^()\\\s"]{0,16})\(.*?(?:\)(?P=delimiter)"|\Z)"""
+    r"""|"(?:[^"\\\n]|\\.)*+(?:"|(?=\n)|\Z)|(?<!\w)'(?:[^'\\\n]|\\.)*+(?:'|(?=\n)|\Z))"""
+    r"|//[^\n]*|/\*.*?(?:\*/|\Z)",
+    re.DOTALL,
+)
 _KERNEL = re.compile(r"__global__\s+(?:[\w:<>,*&]+\s++|__launch_bounds__\s*\([^)]*\)\s*){0,24}(\w+)\s*\(")
 # name<<<...>>> and name<T><<<...>>>
 _LAUNCH = re.compile(r"\b(\w+)\s*(?:<[^<>;]*>\s*)?<<<")
@@ -46,8 +55,8 @@ class CppString:
 
 
 def blank_comments(source: str) -> str:
-    """Comments replaced by spaces, newlines kept, so offsets still map to lines."""
-    return _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), source)
+    """Comments replaced by spaces, newlines kept, so offsets still map to lines; string literals kept."""
+    return _COMMENT.sub(lambda m: m.group() if m["literal"] else re.sub(r"[^\n]", " ", m.group()), source)
 
 
 def cpp_strings(nodes: Iterable[ast.AST]) -> list[CppString]:

@@ -37,6 +37,11 @@ CPP_ATOMS = {
     "compared_pointers": "a == b ",
     "host_calls": "f(",
     "launches": "k<<<",
+    # Literals that never close: each must be read once, not again from every later quote.
+    "escaped_quotes": '\\"',
+    "escaped_apostrophes": "\\'",
+    "raw_strings": 'R"(',
+    "raw_delimiters": 'R"abcdefghijklmnopq',
 }
 PY_ATOMS = {
     "autotune": "@triton.autotune\n",
