@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 
 from profsvc.staticcheck import (
     concurrency,
@@ -23,6 +25,10 @@ from profsvc.staticcheck.findings import Finding, Hit
 from profsvc.staticcheck.precision import reference_kinds
 from profsvc.staticcheck.rules import RuleId, load_rules
 from profsvc.staticcheck.syntax import parse_quietly
+
+# A rule's first findings say what a reader needs; a source built to repeat one trick on every line would
+# otherwise make a report of tens of megabytes (175,000 findings for a 1 MiB source).
+MAX_PER_RULE = 20
 
 _DETECTORS: tuple[Callable[[ModuleFacts], Iterator[Hit]], ...] = (
     structure.detect,
@@ -45,8 +51,9 @@ def check_source(
     The candidate defines ModelNew (and may hold the reference Model, get_inputs and
     get_init_inputs as well); reference_text, when given, is the reference module's
     source and decides which lower precisions are legitimate. Nothing is imported or
-    run. Findings come sorted by position, at most one per rule and line. A candidate
-    that does not parse yields a single syntax_error finding.
+    run. Findings come sorted by position, at most one per rule and line and
+    MAX_PER_RULE per rule (the last one kept counts the rest). A candidate that does
+    not parse yields a single syntax_error finding.
     """
     rules = load_rules()
     try:
@@ -67,7 +74,7 @@ def check_source(
         hits += cuda.detect(facts, allowed, known)
     finally:
         clear_caches()
-    return [rules.finding(hit) for hit in _unique(hits)]
+    return [rules.finding(hit) for hit in _capped(_unique(hits))]
 
 
 def _unique(hits: Iterable[Hit]) -> list[Hit]:
@@ -79,3 +86,18 @@ def _unique(hits: Iterable[Hit]) -> list[Hit]:
             seen.add((hit.rule_id, hit.line))
             unique.append(hit)
     return unique
+
+
+def _capped(hits: list[Hit]) -> list[Hit]:
+    """The first MAX_PER_RULE hits of each rule; the last one kept says how many more lines the rule fired on."""
+    totals = Counter(hit.rule_id for hit in hits)
+    kept: Counter[str] = Counter()
+    capped: list[Hit] = []
+    for hit in hits:
+        kept[hit.rule_id] += 1
+        rest = totals[hit.rule_id] - MAX_PER_RULE
+        if kept[hit.rule_id] < MAX_PER_RULE or (kept[hit.rule_id] == MAX_PER_RULE and not rest):
+            capped.append(hit)
+        elif kept[hit.rule_id] == MAX_PER_RULE:
+            capped.append(replace(hit, detail=f"{hit.detail} (and {rest} more lines not listed)"))
+    return capped

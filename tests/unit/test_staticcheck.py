@@ -155,6 +155,21 @@ def get_inputs():
 """
 
 
+@pytest.mark.parametrize("repeats", [19, 20, 50])
+def test_a_rule_lists_at_most_twenty_lines_and_counts_the_rest(repeats):
+    # One trick on each of `repeats` lines (lines 3 onwards): the first 20 are listed, the 20th counts the others.
+    source = (
+        "import torch\nimport torch.nn as nn\n"
+        + "torch.backends.cuda.matmul.allow_tf32 = True\n" * repeats
+        + "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n"
+    )
+    findings = [f for f in check_source(source) if f.rule_id == "precision_downcast"]
+    assert [f.line for f in findings] == list(range(3, 3 + min(repeats, 20)))
+    counted = [f.message for f in findings if "more lines not listed" in f.message]
+    assert counted == ([] if repeats <= 20 else [findings[-1].message])
+    assert repeats <= 20 or findings[-1].message.endswith(f"(and {repeats - 20} more lines not listed).")
+
+
 def test_precision_is_judged_against_the_reference():
     candidate = (CORPUS / "honest" / "layernorm_half.py").read_text()
     # Its own Model is fp16, so without a separate reference nothing is a downcast.
