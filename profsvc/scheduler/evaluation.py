@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from profsvc.build.python_problem import HarnessStatus, job_error
 from profsvc.metrics.sol import SOL_DEFINITION, sol_pct
 from profsvc.report.evaluate_text import render_evaluation
@@ -135,7 +133,7 @@ async def _evaluate(
     policy: Policy | None,
     clock_control: ClockControl,
 ) -> EvaluateResult:
-    checked = await asyncio.to_thread(static_check, source, policy)
+    checked = await scheduler.parsers.run(static_check, source, policy, size=source.text_size)
     result = EvaluateResult(static_check=checked, precision=source.precision)
     options: dict[str, int | str] = {
         "trials": trials or DEFAULT_TRIALS,

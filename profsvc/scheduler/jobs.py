@@ -39,6 +39,11 @@ class SourceSpec:
     # The precision a Python problem's models and inputs run in (profsvc.worker.precision); no part of its build.
     precision: Precision = DEFAULT_PRECISION
 
+    @property
+    def text_size(self) -> int:
+        """Characters in its files: what reading them costs."""
+        return len(self.main_text) + len(self.reference_text)
+
     def files(self) -> dict[str, str | bytes]:
         """The files a worker's cell gets: name -> content."""
         files: dict[str, str | bytes] = {self.main_name: self.main_text}

@@ -63,7 +63,7 @@ async def _judged(
         if source.reference_name
         else (source.main_name, source.main_text)
     )
-    names, vendor = await asyncio.to_thread(own_kernel_names, source.main_text)
+    names, vendor = await scheduler.parsers.run(own_kernel_names, source.main_text, size=source.text_size)
     judge_files: dict[str, str | bytes] = {
         reference_name: reference_text,
         "own-kernels.json": json.dumps({"names": sorted(names), "vendor": vendor}),

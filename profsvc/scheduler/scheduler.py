@@ -36,6 +36,7 @@ from profsvc.scheduler.compiled import CompiledSources
 from profsvc.scheduler.disk_guard import DiskGuard
 from profsvc.scheduler.jobs import ProgressSink, SourceSpec
 from profsvc.scheduler.ncu_options import warm_ncu_options
+from profsvc.scheduler.parsing import Parsers
 from profsvc.scheduler.readers import ReaderPool
 from profsvc.scheduler.sessions import SessionStore
 from profsvc.scheduler.warm_pool import StandbyPool, StandbySpec
@@ -108,6 +109,13 @@ class Scheduler:
         arch_list = torch_arch_list(config.cuda_arch or host.default_arch)
         self.builds = BuildService(self.index, self._run_builder, lambda: worker_environment(config.python, arch_list))
         self.compiled = CompiledSources(self.cache.root)
+        # A parse takes a CPU for up to seconds; a few parsers keep up with many callers (each about 50 MB).
+        self.parsers = Parsers(
+            min(4, config.compile_workers),
+            "profsvc.kinds",
+            "profsvc.scheduler.evaluation",
+            "profsvc.staticcheck.own_kernels",
+        )
         # Started with the warm workers: a caller's reports then go to readers that stay (scheduler.readers).
         self.readers: ReaderPool | None = None
         self.cells = Cells(
@@ -149,6 +157,7 @@ class Scheduler:
         await asyncio.to_thread(self.index.sweep)
         if not self.config.warm_workers:
             return
+        await self.parsers.start()
         # Paid ahead like the warm workers: the glue headers every CUDA build reads (without them, the first
         # such build waits for them), and the HTML report's charting library (a first import of a few tenths of
         # a second, otherwise on the first result's clock).
@@ -196,6 +205,7 @@ class Scheduler:
         await self.standby.close()
         if self.readers is not None:
             await self.readers.close()
+        await self.parsers.close()
         await close_jail(self.jail)
 
     def _gpu_indices(self) -> list[int]:

@@ -147,7 +147,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         """Build a source; compile errors are results."""
 
         async def call() -> pb.CompileResponse:
-            source = self._source(request.source, Verb.COMPILE)
+            source = await self._source(request.source, Verb.COMPILE)
             result = await self.scheduler.compile(source)
             return pb.CompileResponse(result=to_proto(result, pb.CompileResult))
 
@@ -194,7 +194,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         async def run(progress: ProgressSink) -> ProfileResult:
             metrics = validate_metrics(request.metrics)
             spec = ProfileSpec(
-                source=self._source(request.source, Verb.PROFILE),
+                source=await self._source(request.source, Verb.PROFILE),
                 kernel_filter=validate_filter(_request_model(request.filter, KernelFilter), self.config.limits),
                 metric_set=validate_metric_set(request.metric_set),
                 metrics=metrics,
@@ -220,10 +220,9 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         """AST rules over the candidate; nothing runs."""
 
         async def call() -> pb.StaticCheckResponse:
-            source = self._source(request.source, Verb.LINT)
+            source = await self._source(request.source, Verb.LINT)
             policy = validate_policy(_request_model(request.policy, StaticPolicy))
-            # Off the event loop: a check of a large source takes a CPU for a while; other calls go on.
-            result = await asyncio.to_thread(static_check, source, policy)
+            result = await self.scheduler.parsers.run(static_check, source, policy, size=source.text_size)
             return pb.StaticCheckResponse(result=to_proto(result, pb.StaticCheckResult))
 
         return await self._guard(context, "StaticCheck", call)
@@ -234,7 +233,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         """Correctness trials against the reference."""
 
         async def call() -> pb.CheckCorrectnessResponse:
-            source = self._problem(request, Verb.CHECK)
+            source = await self._problem(request, Verb.CHECK)
             trials = validate_count(request.trials, "trials", self.config.limits.max_trials)
             result = await check_correctness(self.scheduler, source, trials)
             return pb.CheckCorrectnessResponse(result=to_proto(result, pb.CorrectnessResult))
@@ -245,7 +244,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         """Candidate and reference timed the same way."""
 
         async def call() -> pb.BenchmarkResponse:
-            source = self._problem(request, Verb.TIME)
+            source = await self._problem(request, Verb.TIME)
             timed_calls = validate_count(request.trials, "trials", self.config.limits.max_timed_calls)
             result = await benchmark(self.scheduler, source, timed_calls)
             return pb.BenchmarkResponse(result=to_proto(result, pb.BenchmarkResult))
@@ -256,7 +255,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         """Everything for a submission; progress, then the result."""
 
         async def run(progress: ProgressSink) -> EvaluateResult:
-            source = self._problem(request, Verb.EVALUATE)
+            source = await self._problem(request, Verb.EVALUATE)
             trials = validate_count(request.trials, "trials", self.config.limits.max_trials)
             session = self._session(context, request.session_id)
             policy = validate_policy(_request_model(request.policy, StaticPolicy))
@@ -276,15 +275,18 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
         ):
             yield message
 
-    def _source(self, source: pb.KernelSource, verb: Verb) -> SourceSpec:
-        return validate_source(_request_model(source, KernelSource), self.config.limits, verb)
+    async def _source(self, source: pb.KernelSource, verb: Verb) -> SourceSpec:
+        # Parsing a large source holds a Python process for seconds: the scheduler's parsers do it.
+        size = len(source.main.content) + len(source.reference.content)
+        model = _request_model(source, KernelSource)
+        return await self.scheduler.parsers.run(validate_source, model, self.config.limits, verb, size=size)
 
-    def _problem(
+    async def _problem(
         self, request: pb.CheckCorrectnessRequest | pb.BenchmarkRequest | pb.EvaluateRequest, verb: Verb
     ) -> SourceSpec:
         """The source of a request that runs a problem's models, in the precision the request names."""
         precision = validate_precision(enum_value(request, "precision"))
-        return dataclasses.replace(self._source(request.source, verb), precision=precision)
+        return dataclasses.replace(await self._source(request.source, verb), precision=precision)
 
     async def Analyze(
         self, requests: AsyncIterator[pb.AnalyzeRequest], context: grpc.aio.ServicerContext

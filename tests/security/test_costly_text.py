@@ -59,6 +59,37 @@ def test_a_static_check_built_to_be_slow_answers_and_others_are_answered_meanwhi
     assert finished["other"] < 5, finished
 
 
+def _assignments(size: int) -> bytes:
+    """A source slow to parse, to `size` bytes: Python's parser takes seconds for a MiB of `a = 1`, holding the
+    interpreter (it keeps the GIL), so a parse in the server's process would stall every other call."""
+    tail = b"class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return ext.f(x)\n"
+    return b"import torch\n" + b"a = 1\n" * ((size - 64 - len(tail)) // 6) + tail
+
+
+def test_sources_slow_to_parse_leave_the_server_answering_others(server):
+    source = KernelSource(main=SourceFile(name="slow.py", content=_assignments(Limits().max_source_bytes)))
+
+    def attack() -> None:
+        with ProfilerClient(server.target, timeout=300) as client:
+            client.static_check(source)
+
+    attackers = [threading.Thread(target=attack) for _ in range(4)]
+    for thread in attackers:
+        thread.start()
+    waits: list[float] = []
+    with ProfilerClient(server.target, timeout=60) as other:
+        while any(thread.is_alive() for thread in attackers):
+            start = time.monotonic()
+            other.capabilities()
+            waits.append(time.monotonic() - start)
+            time.sleep(0.05)
+    for thread in attackers:
+        thread.join(60)
+    # Four checks of a MiB each parse it (seconds apiece); a server that parsed in its own process would answer
+    # nothing else meanwhile.
+    assert max(waits) < 1.0, f"{len(waits)} calls, the longest {max(waits):.2f} s"
+
+
 def test_a_kernel_filter_built_to_backtrack_answers_at_once(server):
     with ProfilerClient(server.target, timeout=300) as client:
         start = time.monotonic()

@@ -4,6 +4,8 @@ the mode from a request to the judge, the profiling harness and the results."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 
@@ -132,13 +134,22 @@ def test_a_model_that_is_no_module_is_left_as_it_is():
     assert cast_model(plain, Precision.FP16, torch) is plain
 
 
+T = TypeVar("T")
+
+
 class _Scheduler:
     """Stands in for the scheduler and the paths on it that evaluation.py calls (judging.run_checks,
-    profiling.profile): records what the agent's tools ask of them, answers a judge's ok status."""
+    profiling.profile): records what the agent's tools ask of them, answers a judge's ok status; parses in its
+    own process."""
 
     def __init__(self) -> None:
         self.checks: list[tuple[str, dict[str, int | str]]] = []
         self.profiles: list[ProfileSpec] = []
+        self.parsers = self
+
+    async def run(self, function: Callable[..., T], *args: object, size: int) -> T:
+        """The parsers' call (`scheduler.parsers.run`), here."""
+        return function(*args)
 
     async def run_checks(
         self, source: SourceSpec, mode: str, options: dict[str, int | str], *_: object

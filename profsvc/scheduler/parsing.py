@@ -1,0 +1,179 @@
+"""A caller's source read out of the server's process: validated, statically checked, its kernels named.
+
+Python's parser keeps the interpreter for the whole parse (about two seconds for a MiB of short statements on a
+two-core machine), so a source parsed in the server's process, even in a thread, would stall every other call
+meanwhile. Parsers are a few processes of their own (`python -m profsvc.scheduler.parsing`), started with the
+server; a call waits for one of them, not the server. A parse that outlives its call (cancelled, or past the time
+limit) is stopped with its process. A small text (the usual candidate: a few KB) is read in a thread of the
+server's: its parse holds the server for milliseconds, less than a trip to a parser costs on a first call.
+
+Plain processes, not multiprocessing's: those re-run the host program's main module (an embedding script's too)
+and may not be started from a daemonic process (a Dask worker's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import os
+import pickle
+import signal
+import struct
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from profsvc_contract.errors import InvalidRequest, Reason
+
+T = TypeVar("T")
+
+# The size of a message's length, ahead of its pickle, on the parser's stdin and stdout.
+_HEADER = struct.Struct("!Q")
+# A parse of the largest source takes seconds (tests/unit/test_staticcheck_linear.py); far past that, it is stopped.
+PARSE_LIMIT_S = 120.0
+# Up to this size a text is read in a thread: 64 KiB of short statements parse in about 0.09 s (two-core machine).
+SMALL_TEXT_BYTES = 64 << 10
+
+
+class _Parser:
+    """One parser process and its pipes."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+
+    async def call(self, payload: bytes) -> tuple[bool, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(_HEADER.pack(len(payload)) + payload)
+        await self.process.stdin.drain()
+        (size,) = _HEADER.unpack(await self.process.stdout.readexactly(_HEADER.size))
+        return pickle.loads(await self.process.stdout.readexactly(size))
+
+    def stop(self) -> None:
+        # By pid, not through its transport: that may belong to an event loop already closed.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.process.pid, signal.SIGKILL)
+
+
+class Parsers:
+    """Parser processes, `workers` at most; `run` calls a module-level function in one of them."""
+
+    def __init__(self, workers: int, *modules: str) -> None:
+        self.workers = max(1, workers)
+        self.modules = modules
+        self._idle: list[_Parser] = []
+        self._all: set[_Parser] = set()
+        self._slots = asyncio.Semaphore(self.workers)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reaping: set[asyncio.Task[int]] = set()
+
+    async def start(self) -> None:
+        """Start every parser now, so that no call waits for one to start."""
+        self._on_this_loop()
+        self._idle += [await self._spawn() for _ in range(self.workers - len(self._all))]
+
+    def _on_this_loop(self) -> None:
+        """A server keeps one event loop; a program that embeds it may run several in turn (one asyncio.run
+        after another), and pipes and slots belong to the loop that made them: a new loop starts anew."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            for parser in self._all:
+                parser.stop()
+            self._all.clear()
+            self._idle.clear()
+            self._slots = asyncio.Semaphore(self.workers)
+            self._loop = loop
+
+    async def run(self, function: Callable[..., T], *args: object, size: int) -> T:
+        """`function(*args)` on a text of `size` bytes, in a parser (in a thread where the text is small); what it
+        raises is raised here. A parser that dies (the parser crashed on the text, or ran out of memory) is
+        replaced and the call tried once more; a second death, or a parse past PARSE_LIMIT_S, is the text's:
+        InvalidRequest."""
+        if size <= SMALL_TEXT_BYTES:
+            return await asyncio.to_thread(function, *args)
+        payload = pickle.dumps((function, args))
+        self._on_this_loop()
+        async with self._slots:
+            try:
+                ok, value = await self._once(payload)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                try:
+                    ok, value = await self._once(payload)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    raise InvalidRequest(
+                        "the source could not be read: the process parsing it died", Reason.SYNTAX_ERROR
+                    ) from None
+            except TimeoutError:
+                raise InvalidRequest(
+                    f"the source could not be read within {PARSE_LIMIT_S:g} s", Reason.SYNTAX_ERROR
+                ) from None
+        if ok:
+            return value
+        raise value
+
+    async def _once(self, payload: bytes) -> tuple[bool, Any]:
+        parser = self._idle.pop() if self._idle else await self._spawn()
+        try:
+            answer = await asyncio.wait_for(parser.call(payload), PARSE_LIMIT_S)
+        except BaseException:
+            # Dead, late or cancelled mid-answer: its next answer would be this call's, so it goes.
+            self._discard(parser)
+            raise
+        self._idle.append(parser)
+        return answer
+
+    def _discard(self, parser: _Parser) -> None:
+        parser.stop()
+        self._all.discard(parser)
+        # Waited for, so that its pipes close on this loop while it runs.
+        reaping = asyncio.get_running_loop().create_task(parser.process.wait())
+        self._reaping.add(reaping)
+        reaping.add_done_callback(self._reaping.discard)
+
+    async def _spawn(self) -> _Parser:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            __name__,
+            *self.modules,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        parser = _Parser(process)
+        self._all.add(parser)
+        return parser
+
+    async def close(self) -> None:
+        """Stop every parser and wait for each to end."""
+        parsers = list(self._all)
+        for parser in parsers:
+            parser.stop()
+        self._all.clear()
+        self._idle.clear()
+        if self._loop is asyncio.get_running_loop():
+            await asyncio.gather(*(parser.process.wait() for parser in parsers), *self._reaping)
+
+
+def main() -> None:
+    """A parser: import the modules named in argv, then answer (function, args) pickles from stdin, one at a time."""
+    for module in sys.argv[1:]:
+        importlib.import_module(module)
+    requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    # Anything printed (a library's notice) goes to stderr, not into the answers.
+    sys.stdout = sys.stderr
+    while header := requests.read(_HEADER.size):
+        (size,) = _HEADER.unpack(header)
+        function, args = pickle.loads(requests.read(size))
+        try:
+            answer = pickle.dumps((True, function(*args)))
+        except Exception as error:  # raised again in the server, as the caller's error
+            try:
+                answer = pickle.dumps((False, error))
+            except Exception:
+                answer = pickle.dumps((False, RuntimeError(f"{type(error).__name__}: {error}")))
+        answers.write(_HEADER.pack(len(answer)) + answer)
+        answers.flush()
+
+
+if __name__ == "__main__":
+    main()
