@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 
 import pytest
@@ -14,7 +15,7 @@ from profsvc.kinds import Verb
 from profsvc.scheduler import parsing
 from profsvc.scheduler.parsing import SMALL_TEXT_BYTES, Parsers
 from profsvc.server.validation import validate_source
-from profsvc_contract.errors import InvalidRequest, Reason
+from profsvc_contract.errors import InvalidRequest, Reason, ServerUnavailable
 from profsvc_contract.models import KernelSource, SourceFile
 
 # A text this large goes to a parser; a smaller one is read in a thread of the caller's.
@@ -85,3 +86,34 @@ def test_a_refusal_in_a_parser_reaches_the_caller_as_it_was_raised():
     with pytest.raises(InvalidRequest) as refused:
         asyncio.run(scenario())
     assert refused.value.reason == Reason.SYNTAX_ERROR and str(refused.value).startswith("bad.py:1:")
+
+
+def test_a_parser_outlives_the_servers_stop_signals_and_noise_but_not_its_close(tmp_path, monkeypatch):
+    # The server's working folder holds a module that shadows one the parser imports, and the parser's import path
+    # a module that prints, from Python and from C, as it is imported: neither reaches the parser or its answers.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pydantic.py").write_text("raise SystemExit('the working folder was on the import path')\n")
+    noisy = tmp_path / "modules"
+    noisy.mkdir()
+    (noisy / "noisy_import.py").write_text("import os\nprint('hello')\nos.write(1, b'raw bytes')\n")
+    # (An empty entry in PYTHONPATH would name the working folder.)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(noisy), os.environ.get("PYTHONPATH")])))
+
+    async def scenario() -> list[int]:
+        parsers = Parsers(1, "noisy_import", "profsvc.kinds")
+        await parsers.start()
+        pid = await parsers.run(os.getpid, size=LARGE)
+        for stop in (signal.SIGINT, signal.SIGTERM):
+            os.kill(pid, stop)
+        await asyncio.sleep(0.2)
+        assert await parsers.run(os.getpid, size=LARGE) == pid
+        # Closed while a parse runs: that call is told the server is stopping, and no parser is left.
+        slow = asyncio.ensure_future(parsers.run(time.sleep, 60, size=LARGE))
+        await asyncio.sleep(0.5)
+        await parsers.close()
+        with pytest.raises(ServerUnavailable):
+            await slow
+        return [pid]
+
+    (pid,) = asyncio.run(scenario())
+    assert not _alive(pid)
