@@ -97,6 +97,8 @@ def _start_server() -> tuple[subprocess.Popen[bytes], str]:
     """`profsvc serve` as its own process on a free loopback port; its log goes to the state folder."""
     port = _free_port()
     state = Path(os.environ.get("PROFSVC_STATE_DIR") or tempfile.mkdtemp(prefix="soak-"))
+    # A state folder named in the environment need not exist yet: the server makes it, the log is opened first.
+    state.mkdir(parents=True, exist_ok=True)
     with (state / "soak-server.log").open("ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "profsvc_client.cli", "serve", "--port", str(port), "--state-dir", str(state)],
