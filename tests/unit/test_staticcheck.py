@@ -23,6 +23,7 @@ import pytest
 
 from profsvc.metrics.tables import load_table
 from profsvc.staticcheck import RuleId, RuleTableError, Severity, check_source, load_rules, parse_rules
+from profsvc.staticcheck.cppsource import blank_comments
 
 CORPUS = Path(__file__).resolve().parents[1] / "staticcheck_corpus"
 HONEST = sorted((CORPUS / "honest").glob("*.py"))
@@ -168,6 +169,25 @@ def test_a_rule_lists_at_most_twenty_lines_and_counts_the_rest(repeats):
     counted = [f.message for f in findings if "more lines not listed" in f.message]
     assert counted == ([] if repeats <= 20 else [findings[-1].message])
     assert repeats <= 20 or findings[-1].message.endswith(f"(and {repeats - 20} more lines not listed).")
+
+
+# C++ text and what stays of it once comments are blanked, worked out by C++'s lexing rules: a literal's "/*" or
+# "//" starts no comment; a raw string ends only at its own delimiter; a quote after a digit is a separator.
+BLANKED = {
+    'a = "/*"; b(); /* c */ d': 'a = "/*"; b();         d',
+    "char q = '\"'; /* c */ e": "char q = '\"';         e",
+    's = "a \\" /* b"; f(); // g': 's = "a \\" /* b"; f();     ',
+    'r = R"(" /*)"; live(); /* c */': 'r = R"(" /*)"; live();        ',
+    'r = R"xy(a)" /* )xy"; live(); // c': 'r = R"xy(a)" /* )xy"; live();     ',
+    "n = 1'000'000; // c\nm": "n = 1'000'000;     \nm",
+    'open "no close /* x\nnext(); /* c */': 'open "no close /* x\nnext();        ',
+    'f("a") /* R"( */ g': 'f("a")           g',
+}
+
+
+@pytest.mark.parametrize("text", BLANKED)
+def test_comments_are_blanked_and_literals_kept(text):
+    assert blank_comments(text) == BLANKED[text]
 
 
 def test_precision_is_judged_against_the_reference():
