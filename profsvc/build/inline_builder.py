@@ -50,11 +50,18 @@ ROUTES = (ROUTE_SPLIT_BIND, ROUTE_SPLIT_LIGHT, ROUTE_SPLIT, ROUTE_TORCH)
 PCH_FOLDER = "pch"
 # Beside a library in its cache folder: the route that built it and why (read back when it is reused).
 ROUTE_FILE = "profsvc-route.json"
+_BUILD_KEY = re.compile(r"[0-9a-f]{32}")
 
 
 def route_folder(key: str, route: str) -> str:
     """The cache folder of a key's build on a route."""
     return key if route == ROUTE_TORCH else f"{key}-{route}"
+
+
+def is_route_folder(name: str) -> bool:
+    """Whether `name` is one route_folder gives: a build's key (32 hex digits), its route after a dash."""
+    key, dash, route = name.partition("-")
+    return _BUILD_KEY.fullmatch(key) is not None and (not dash or (route in ROUTES and route != ROUTE_TORCH))
 
 
 def _torch_cxx_flags(extra_cflags: list[str]) -> list[str]:

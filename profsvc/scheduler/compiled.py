@@ -12,17 +12,15 @@ kept (the server never probes a path a job picked).
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import OrderedDict
 from pathlib import Path
 
+from profsvc.build.inline_builder import is_route_folder
 from profsvc.build.python_problem import HarnessStatus
 from profsvc.scheduler.jobs import SourceSpec
 from profsvc_contract.models import CompileResult
 
 CAPACITY = 512
-# A build's cache folder: its key, and its route after a dash (build.inline_builder.route_folder).
-_ENTRY = re.compile(r"[0-9a-f]{32}(?:-[a-z-]+)?")
 
 
 def source_digest(source: SourceSpec) -> str:
@@ -75,4 +73,4 @@ class CompiledSources:
         if not isinstance(folder, str):
             return False
         path = Path(folder)
-        return path.parent == self.cache_root and _ENTRY.fullmatch(path.name) is not None
+        return path.parent == self.cache_root and is_route_folder(path.name)

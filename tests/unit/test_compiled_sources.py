@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 from pathlib import Path
 
+from profsvc.build.inline_builder import ROUTES, is_route_folder, route_folder
 from profsvc.build.python_problem import HarnessStatus
 from profsvc.scheduler.compiled import CompiledSources, source_digest
 from profsvc.scheduler.jobs import SourceSpec
@@ -102,3 +103,9 @@ def test_an_outcome_naming_a_folder_outside_the_cache_is_not_kept(tmp_path):
     (tmp_path / "ext.so").write_bytes(b"\x7fELF")
     memory.put(_source("x = 4\n"), inside, above)
     assert memory.get(_source("x = 4\n")) is None
+
+
+def test_a_cache_folder_is_recognised_by_the_names_builds_get():
+    key = "0123456789abcdef" * 2
+    assert all(is_route_folder(route_folder(key, route)) for route in ROUTES)
+    assert not any(is_route_folder(name) for name in ("..", key[:-1], key.upper(), f"{key}-torch", f"{key}-x", "pch"))
