@@ -2,10 +2,11 @@
 
 Python's parser keeps the interpreter for the whole parse (about two seconds for a MiB of short statements on a
 two-core machine), so a source parsed in the server's process, even in a thread, would stall every other call
-meanwhile. Parsers are a few processes of their own (`python -m profsvc.scheduler.parsing`), started with the
-server; a call waits for one of them, not the server. A parse that outlives its call (cancelled, or past the time
-limit) is stopped with its process. A small text (the usual candidate: a few KB) is read in a thread of the
-server's: its parse holds the server for milliseconds, less than a trip to a parser costs on a first call.
+meanwhile. Parsers are a few processes of their own (`python -m profsvc.scheduler.parsing`), each started by the
+first large text that finds none idle; a call waits for one of them, not the server. A parse that outlives its
+call (cancelled, or past the time limit) is stopped with its process. A small text (the usual candidate: a few
+KB) is read in a thread of the server's: its parse holds the server for milliseconds, less than a trip to a parser
+costs on a first call.
 
 Plain processes, not multiprocessing's: those re-run the host program's main module (an embedding script's too)
 and may not be started from a daemonic process (a Dask worker's). A parser ignores the signals that stop the
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import os
 import pickle
@@ -33,7 +33,7 @@ log = logging.getLogger("profsvc.parsing")
 
 # The size of a message's length, ahead of its pickle, on the parser's stdin and answer pipe.
 _HEADER = struct.Struct("!Q")
-# What a parser writes once its imports are done.
+# What a parser writes once it runs, before its first request.
 _READY = b"R"
 # A parse of the largest source takes seconds (tests/unit/test_staticcheck_linear.py); far past that, it is stopped.
 PARSE_LIMIT_S = 120.0
@@ -65,24 +65,13 @@ class Parsers:
     """Parser processes, `workers` at most, on the server's event loop; `run` calls a module-level function in
     one of them."""
 
-    def __init__(self, workers: int, *modules: str) -> None:
+    def __init__(self, workers: int) -> None:
         self.workers = max(1, workers)
-        self.modules = modules
         self._idle: list[_Parser] = []
         self._all: set[_Parser] = set()
         self._slots = asyncio.Semaphore(self.workers)
         self._reaping: set[asyncio.Task[int]] = set()
         self._closed = False
-
-    async def start(self) -> None:
-        """Start every parser now, so that no call waits for one to start."""
-        started = await asyncio.gather(
-            *(self._spawn() for _ in range(self.workers - len(self._all))), return_exceptions=True
-        )
-        self._idle += [parser for parser in started if isinstance(parser, _Parser)]
-        for failed in started:
-            if isinstance(failed, BaseException):
-                raise failed
 
     async def run(self, function: Callable[..., T], *args: object, size: int) -> T:
         """`function(*args)` on a text of `size` bytes, in a parser (in a thread where the text is small); what it
@@ -142,7 +131,6 @@ class Parsers:
             "-P",
             "-m",
             __name__,
-            *self.modules,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             start_new_session=True,
@@ -172,7 +160,8 @@ class Parsers:
 
 
 def main() -> None:
-    """A parser: import the modules named in argv, then answer (function, args) pickles from stdin, one at a time."""
+    """A parser: answer (function, args) pickles from stdin, one at a time (a function's module is imported as its
+    first request is read)."""
     # The server's own stop (Ctrl-C, a service manager's SIGTERM to all its processes) is not the parser's: calls in
     # flight still get their answer, and the parser ends when the server closes its stdin.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -182,8 +171,6 @@ def main() -> None:
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    for module in sys.argv[1:]:
-        importlib.import_module(module)
     answers.write(_READY)
     answers.flush()
     requests = sys.stdin.buffer

@@ -110,12 +110,7 @@ class Scheduler:
         self.builds = BuildService(self.index, self._run_builder, lambda: worker_environment(config.python, arch_list))
         self.compiled = CompiledSources(self.cache.root)
         # A parse takes a CPU for up to seconds; a few parsers keep up with many callers (each about 50 MB).
-        self.parsers = Parsers(
-            min(4, config.compile_workers),
-            "profsvc.kinds",
-            "profsvc.scheduler.evaluation",
-            "profsvc.staticcheck.own_kernels",
-        )
+        self.parsers = Parsers(min(4, config.compile_workers))
         # Started with the warm workers: a caller's reports then go to readers that stay (scheduler.readers).
         self.readers: ReaderPool | None = None
         self.cells = Cells(
@@ -157,7 +152,6 @@ class Scheduler:
         await asyncio.to_thread(self.index.sweep)
         if not self.config.warm_workers:
             return
-        await self.parsers.start()
         # Paid ahead like the warm workers: the glue headers every CUDA build reads (without them, the first
         # such build waits for them), and the HTML report's charting library (a first import of a few tenths of
         # a second, otherwise on the first result's clock).

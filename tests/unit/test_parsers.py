@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 import time
 
 import pytest
@@ -34,8 +35,7 @@ def _alive(pid: int) -> bool:
 
 def test_parsers_run_in_processes_of_their_own_and_replace_one_that_dies():
     async def scenario() -> None:
-        parsers = Parsers(2, "profsvc.kinds")
-        await parsers.start()
+        parsers = Parsers(2)
         try:
             pids = {await parsers.run(os.getpid, size=LARGE) for _ in range(4)}
             assert os.getpid() not in pids and len(pids) <= 2
@@ -89,20 +89,28 @@ def test_a_refusal_in_a_parser_reaches_the_caller_as_it_was_raised():
 
 
 def test_a_parser_outlives_the_servers_stop_signals_and_noise_but_not_its_close(tmp_path, monkeypatch):
-    # The server's working folder holds a module that shadows one the parser imports, and the parser's import path
-    # a module that prints, from Python and from C, as it is imported: neither reaches the parser or its answers.
+    # The server's working folder holds a module that shadows one the parser imports (pydantic, for the source's
+    # model), and the parser's import path a module that prints, from Python and from C, as it is imported (with
+    # the first request that calls it): neither reaches the parser or its answers.
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pydantic.py").write_text("raise SystemExit('the working folder was on the import path')\n")
     noisy = tmp_path / "modules"
     noisy.mkdir()
-    (noisy / "noisy_import.py").write_text("import os\nprint('hello')\nos.write(1, b'raw bytes')\n")
+    (noisy / "noisy_import.py").write_text(
+        "import os\nprint('hello')\nos.write(1, b'raw bytes')\n\n\ndef pid():\n    return os.getpid()\n"
+    )
     # (An empty entry in PYTHONPATH would name the working folder.)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(noisy), os.environ.get("PYTHONPATH")])))
+    sys.path.insert(0, str(noisy))
+    import noisy_import
+
+    source = KernelSource(main=SourceFile(name="bad.py", content=b"def forward(:\n"))
 
     async def scenario() -> list[int]:
-        parsers = Parsers(1, "noisy_import", "profsvc.kinds")
-        await parsers.start()
-        pid = await parsers.run(os.getpid, size=LARGE)
+        parsers = Parsers(1)
+        pid = await parsers.run(noisy_import.pid, size=LARGE)
+        with pytest.raises(InvalidRequest, match=r"^bad\.py:1:"):
+            await parsers.run(validate_source, source, Limits(), Verb.PROFILE, size=LARGE)
         for stop in (signal.SIGINT, signal.SIGTERM):
             os.kill(pid, stop)
         await asyncio.sleep(0.2)
@@ -115,5 +123,9 @@ def test_a_parser_outlives_the_servers_stop_signals_and_noise_but_not_its_close(
             await slow
         return [pid]
 
-    (pid,) = asyncio.run(scenario())
+    try:
+        (pid,) = asyncio.run(scenario())
+    finally:
+        sys.path.remove(str(noisy))
+        sys.modules.pop("noisy_import", None)
     assert not _alive(pid)
