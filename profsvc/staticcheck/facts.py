@@ -253,12 +253,12 @@ class ModuleFacts:
 
     def _nn_classes(self) -> dict[str, ast.ClassDef]:
         """Module classes deriving from torch.nn (the reference Model among them), ModelNew excluded."""
-        seeds = {name for name, cls in self.classes.items() if any(self._is_nn_base(b, {}) for b in cls.bases)}
+        seeds = {name for name, cls in self.classes.items() if any(self._is_nn_base(b) for b in cls.bases)}
         return {name: self.classes[name] for name in self._derived(seeds)}
 
-    def _is_nn_base(self, base: ast.expr, known: dict[str, ast.ClassDef]) -> bool:
-        qualname = self.imports.resolve(base)
-        return (qualname or "").startswith("torch.nn.") or (isinstance(base, ast.Name) and base.id in known)
+    def _is_nn_base(self, base: ast.expr) -> bool:
+        """A torch.nn class, however imported (a module class deriving from one is _derived's to find)."""
+        return (self.imports.resolve(base) or "").startswith("torch.nn.")
 
     def _derived(self, seeds: set[str], known: frozenset[str] = frozenset()) -> set[str]:
         """The module's classes among `seeds` and those deriving from them or from `known` (by a base's name),
