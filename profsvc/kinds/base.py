@@ -154,8 +154,8 @@ def _module_level(statements: list[ast.stmt]) -> list[ast.stmt]:
 
 @functools.lru_cache(maxsize=8)
 def defined_names(text: str, name: str) -> frozenset[str]:
-    """The names a Python file defines at top level, parsed once however many questions a request asks of it
-    (which kind it is, what its verb needs): parsing a MiB takes seconds, on the event loop."""
+    """The names a Python file defines at top level, parsed once however many questions a request's validation
+    asks of it (which kind it is, what its verb needs): parsing a MiB takes seconds."""
     return frozenset(top_level_names(parse_python(text, name)))
 
 
