@@ -27,10 +27,11 @@ HARNESS_PHASES = (
     *("load", "prebuild", "first_call", "warmup", "measured_call"),
     # The judge's (profsvc.worker.judge): its set-up, its checks, its side of the exchange with the candidate's
     # process (tensors written and read, with their copies) and its waits for that process's answers; within the
-    # benchmark, its own parts: the timed input sets, the reference's timing, the refilled-buffers check, the
-    # comparison (the speedup's interval, the flags, the clocks).
+    # benchmark, its parts: the reference built, the timed input sets, the candidate's timing (its wait and
+    # exchange), the reference's timing, the refilled-buffers check, the comparison (the speedup's interval, the
+    # flags, the clocks).
     *("setup", "correctness", "benchmark", "exchange", "candidate_wait"),
-    *("timing_inputs", "reference_timing", "reuse_check", "comparison"),
+    *("reference_model", "timing_inputs", "candidate_timing", "reference_timing", "reuse_check", "comparison"),
 )
 
 

@@ -178,12 +178,13 @@ class Scheduler:
             )
         for gpu in self._gpu_indices():
             # Not under ncu: this one may also start the GPU libraries a timing run needs (cuBLAS, CUPTI).
-            # A check takes one of each; two of each let an agent's next call find them warm while the
-            # replacements start (a GPU worker warms up in seconds: torch, a CUDA context, cuBLAS and CUPTI).
+            # A check takes one of each. An agent checks every 4 to 5 s when it alternates checks and profiles
+            # back to back, and beside a profile a GPU worker took about 12 s to warm up (torch, a CUDA context,
+            # cuBLAS and CUPTI; an H100): three of each let its next check find one warm.
             run = self._spec(HARNESS_MODULE, gpu, readonly=cache, extra={WARM_LIBRARIES: "1"})
-            self.standby.keep(f"run-gpu{gpu}", run, depth=2)
+            self.standby.keep(f"run-gpu{gpu}", run, depth=3)
             judge = self._spec(JUDGE_MODULE, gpu, readonly=cache, extra={WARM_LIBRARIES: "1"})
-            self.standby.keep(f"judge-gpu{gpu}", judge, depth=2)
+            self.standby.keep(f"judge-gpu{gpu}", judge, depth=3)
             if self.host.ncu is not None:
                 self.standby.keep(f"ncu-gpu{gpu}", self._ncu_standby_spec(gpu), depth=2)
 

@@ -1,9 +1,9 @@
-"""A pool of warm workers: one process per kind always started ahead of the next job.
+"""A pool of warm workers: one or more processes per kind always started ahead of the next job.
 
 A worker's start-up is most of a small job's time (Python and torch about 5 s,
 ncu's own start about 1.6 s, the report reader and matplotlib about 1 s). The
-pool keeps one process of each kind warming or waiting (see
-profsvc.worker.warm); a job takes it, and a replacement starts at once,
+pool keeps a few processes of each kind warming or waiting (see
+profsvc.worker.warm); a job takes the oldest, and a replacement starts at once,
 while the job runs. A job that finds its kind's worker still warming waits for
 it (it is always nearer to ready than a fresh start); a job that finds none
 (the kind is not kept, or its worker died) starts a fresh process as before.
@@ -57,6 +57,8 @@ MAX_FAILED_STARTS = 3
 # How long a line to a worker may wait for the worker to read room for it in the FIFO (it reads all the time).
 WRITE_TIMEOUT_S = 30.0
 _POLL_S = 0.01
+# A job's wait for its warm worker at least this long is logged, with how long the worker took to come up.
+WAIT_LOGGED_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -81,9 +83,16 @@ class Standby:
     """One warm worker: its process and its directory."""
 
     def __init__(
-        self, process: StartedProcess, directory: Path, two_steps: bool = False, channel: ServerChannel | None = None
+        self,
+        process: StartedProcess,
+        directory: Path,
+        two_steps: bool = False,
+        channel: ServerChannel | None = None,
+        started: float | None = None,
     ) -> None:
         self.process = process
+        # When its start began (time.monotonic()): how long a worker takes to warm up, where a job waits for one.
+        self.started = time.monotonic() if started is None else started
         self.directory = directory
         self.primed = not two_steps
         self.channel = channel
@@ -260,6 +269,7 @@ class StandbyPool:
         channel = ServerChannel(dict(spec.handlers or {}))
         argv = list(spec.command(directory))
         env = {**spec.environment(directory), **channel.environment()}
+        started = time.monotonic()
         try:
             if spec.launch is not None:
                 launch = spec.launch(argv, directory, [channel.child_fd])
@@ -272,7 +282,7 @@ class StandbyPool:
             remove_tree(directory)
             return None
         channel.handed_over()
-        return Standby(process, directory, two_steps=spec.prime_lock is not None, channel=channel)
+        return Standby(process, directory, two_steps=spec.prime_lock is not None, channel=channel, started=started)
 
     def _prime_oldest(self, kind: str) -> None:
         """Prime the kind's oldest worker in the background, once its GPU is free (two-step kinds only)."""
@@ -349,7 +359,8 @@ class StandbyPool:
                 came_up = await standby.until_ready(READY_TIMEOUT_S)
             else:  # the job goes first (see above): the worker takes it in place of the prime
                 came_up = await standby.until_loaded(READY_TIMEOUT_S)
-            add_timing(f"{name}:wait", time.monotonic() - start)
+            waited = time.monotonic() - start
+            add_timing(f"{name}:wait", waited)
         except BaseException:
             # Left running, a primed worker would hold every later profile on its GPU up (ncu's hold).
             standby.discard()
@@ -366,6 +377,13 @@ class StandbyPool:
             self._failed(kind)
             return None
         self._failed_starts[kind] = 0
+        if waited >= WAIT_LOGGED_S:
+            log.info(
+                "a job waited %.1f s for a warm %s worker, which came up %.1f s after its start",
+                waited,
+                kind,
+                time.monotonic() - standby.started,
+            )
         return standby
 
     def _failed(self, kind: str) -> None:

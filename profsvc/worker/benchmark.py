@@ -96,11 +96,12 @@ def run_benchmark(
     the benchmark (the waits for the candidate's process within them are also in the judge's candidate_wait;
     `comparison` is the speedup's bootstrap, the flags and the clocks read through NVML)."""
     JITTER.nominal()
-    init = cast_values(problem.get_init_inputs(), precision, torch)
-    torch.manual_seed(models_seed)
-    reference = problem.model(*init)
-    if isinstance(reference, torch.nn.Module):
-        reference = cast_model(reference.cuda().eval(), precision, torch)
+    with phase("reference_model"):
+        init = cast_values(problem.get_init_inputs(), precision, torch)
+        torch.manual_seed(models_seed)
+        reference = problem.model(*init)
+        if isinstance(reference, torch.nn.Module):
+            reference = cast_model(reference.cuda().eval(), precision, torch)
     counter = itertools.count()
 
     def make_inputs() -> list[Any]:
@@ -116,7 +117,8 @@ def run_benchmark(
                 timed = time_model(reference, sets, warmup, trials, torch)
             public = {k: v for k, v in timed.items() if not k.startswith("_")}
             return {"ok": True, "reference": public, "method": METHOD, "clocks_mhz": clocks_mhz()}
-        timed_candidate = candidate.time(sets, warmup, trials)
+        with phase("candidate_timing"):
+            timed_candidate = candidate.time(sets, warmup, trials)
         with phase("reference_timing"):
             timed_reference = time_model(reference, sets, warmup, trials, torch)
         with phase("reuse_check"):

@@ -11,6 +11,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -926,6 +927,29 @@ def test_a_job_that_takes_an_unprimed_worker_runs_on_it_at_once_unprimed(tmp_pat
     result, timings = asyncio.run(body())
     assert result.ok and json.loads(result.stdout)["argv"] == ["job"]
     assert "ncu:wait" in timings and "ncu:prime" not in timings
+
+
+def test_a_wait_for_a_warm_worker_is_logged_with_how_long_it_took_to_come_up(tmp_path, echo, caplog):
+    async def body():
+        async with _pool(tmp_path / "standby") as (pool, taken):
+            pool.keep("echo", _worker_spec("standby_echo", echo, ECHO_WARM_S="1.5"))
+            await asyncio.sleep(0.5)
+            with collect_timings() as timings:
+                taken.append(await pool.take("echo"))
+            # A worker taken ready at once is not logged.
+            await _until(lambda: len(_pids(pool.root, READY)) == 2, 30, "the replacement ready")
+            taken.append(await pool.take("echo"))
+            return timings
+
+    with caplog.at_level(logging.INFO, logger="profsvc.standby"):
+        timings = asyncio.run(body())
+    waits = [r.getMessage() for r in caplog.records if "waited" in r.getMessage()]
+    assert len(waits) == 1, waits
+    # Its warm-up (1.5 s of sleep, after Python's start) began about 0.5 s before the job came.
+    waited, came_up = (float(n) for n in re.findall(r"(\d+\.\d) s", waits[0]))
+    assert waited == pytest.approx(timings["echo:wait"], abs=0.05)
+    assert 1.0 <= waited and 1.5 <= came_up and came_up - waited == pytest.approx(0.5, abs=0.3)
+    assert "echo worker" in waits[0]
 
 
 def test_a_worker_that_fails_to_prime_is_logged_and_the_job_runs_fresh(tmp_path, echo, caplog):
