@@ -39,6 +39,7 @@ from profsvc.worker.precision import DEFAULT_PRECISION, PRECISIONS, cast_values
 from profsvc.worker.problem import ProblemError, load_reference
 from profsvc.worker.shapes import JITTER
 from profsvc.worker.warm import job_argv
+from profsvc_contract.models import ModelTiming
 
 
 class CandidateFailed(Exception):
@@ -70,8 +71,6 @@ def _number_list(value: Any) -> bool:
 
 def _timing(value: Any) -> dict[str, Any]:
     """The candidate's timing of itself, checked for shape (its numbers are its process's to report)."""
-    from profsvc_contract.models import ModelTiming
-
     if not isinstance(value, dict) or not all(_number_list(value.get(k)) for k in ("_events_us", "_wall_us")):
         raise CandidateFailed({"kind": "worker_exit", "message": "the candidate's process sent a malformed timing"})
     if not isinstance(value.get("_kernel_sum_us"), int | float):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -42,3 +44,23 @@ def test_the_judge_times_what_it_writes_for_the_candidate_and_its_wait_for_the_a
     assert phases["candidate_wait"] >= ANSWER_AFTER_S
     assert 0 < phases["exchange"] < phases["candidate_wait"]
     assert set(phases) <= set(HARNESS_PHASES)
+
+
+def test_reading_the_candidates_timing_imports_nothing_on_the_jobs_clock():
+    # A warm judge has imported its module before its job; whatever the job then imports is on its clock (the
+    # contract's models, imported there before: 0.15 s on a 2-core machine).
+    probe = (
+        "import sys\n"
+        "from profsvc.worker import judge\n"
+        "from profsvc.worker.stats import summarize\n"
+        "times = [10.0, 11.0, 12.0]\n"
+        "timing = {'events': summarize(times), 'wall': summarize(times), 'kernels': summarize(times),\n"
+        "          'launches_per_call': 1, 'launch_records': [], 'peak_memory_bytes': 0,\n"
+        "          '_events_us': times, '_wall_us': times, '_kernel_sum_us': 9.0}\n"
+        "before = set(sys.modules)\n"
+        "assert judge._timing(timing)['launches_per_call'] == 1\n"
+        "print(sorted(set(sys.modules) - before))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
