@@ -11,6 +11,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+# numpy loads these on first use (the bootstrap's generator, np.percentile's masked arrays): loaded with this
+# module, a warm worker pays them before its job instead of during it.
+import numpy.ma
+import numpy.random
+
 BOOTSTRAP_RESAMPLES = 2000
 CONFIDENCE = 0.95
 
