@@ -1,8 +1,9 @@
-"""The judge's side of the exchange with the candidate's process, timed into its status (profsvc.worker.judge)."""
+"""A job's clock: the judge's phases timed into its status (profsvc.worker.judge), and nothing imported on it."""
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from profsvc.build.python_problem import HARNESS_PHASES
 from profsvc.worker.control import ControlChannel
 from profsvc.worker.exchange import load
 from profsvc.worker.judge import CandidateProcess
+from profsvc.worker.warm import WARM_PROFILER
 
 ANSWER_AFTER_S = 0.3
 
@@ -70,3 +72,24 @@ def test_the_judges_own_work_imports_nothing_on_the_jobs_clock():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_a_warm_worker_under_ncu_imports_the_measured_calls_range_before_its_job():
+    probe = (
+        "import sys\n"
+        "from profsvc.worker.harness import warm_gpu\n"
+        "assert 'nvtx' not in sys.modules\n"
+        "warm_gpu()\n"
+        "print('nvtx' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    for profiler, expected in (("1", "True"), ("", "False")):
+        done = subprocess.run(
+            [sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**env, WARM_PROFILER: profiler},
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == expected
