@@ -327,6 +327,24 @@ def phase_lines(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def wait_lines(results: dict[str, Any]) -> list[str]:
+    """One line per alternating pattern and call kind: the calls that waited 0.1 s or more for a warm worker (the
+    server's `KIND:wait` timings), which p50s hide."""
+    lines = []
+    for key in ("alternate", "alternate_think", "alternate_unjailed"):
+        for call in ("evaluate", "profile"):
+            timings = results["samples"].get(key, {}).get(f"{call}_timings", [])
+            waits = [max((s for name, s in t.items() if name.endswith(":wait")), default=0.0) for t in timings]
+            slow = [w for w in waits if w >= 0.1]
+            if timings:
+                longest = f" (longest {max(slow):.2f} s)" if slow else ""
+                lines.append(
+                    f"Waits for a warm worker, {key} {call}: {len(slow)} of {len(timings)} calls waited 0.1 s or "
+                    f"more{longest}."
+                )
+    return lines
+
+
 def route_lines(results: dict[str, Any]) -> list[str]:
     """One line per new-source pattern that ran: each compile's build route."""
     return [
@@ -390,7 +408,7 @@ def table(results: dict[str, Any]) -> str:
                 f"The jail's cost, {call} p50: {jailed_p50:.2f} s jailed against {free_p50:.2f} s unjailed "
                 f"({100 * (jailed_p50 / free_p50 - 1):+.0f} %; target within 10 %)."
             )
-    lines += phase_lines(results) + route_lines(results)
+    lines += phase_lines(results) + wait_lines(results) + route_lines(results)
     for name, problem in results.get("full_size", {}).items():
         lines.append(
             f"Full size, {name}: evaluate {problem['evaluate_s']:.1f} s (ok={problem['evaluate_ok']}), profile "
