@@ -1,9 +1,16 @@
-"""What a worker's exit costs after an evaluate job, on a GPU host: Python's teardown against an exit at once.
+"""What a profile's exit costs under ncu, on a GPU host: Python's teardown against two lighter exits.
 
-Builds the problem once (the harness's compile mode), then runs the worker harness in evaluate mode, alternating
-two ways to end: as profsvc does (`exit_without_teardown`: os._exit once the status is written) and the usual
-`sys.exit` (Python tears down torch and the CUDA context). For each run: the process's wall time and the seconds
-from the status file's write to the process's end.
+Builds the problem once (the harness's compile mode), then runs the worker harness in profile mode under
+profsvc's ncu command (the default metric set, the measured call's NVTX range), as a fresh profile job runs, and
+alternates three ways to end once its status is written:
+
+- `teardown`: Python's usual exit, as the harness ends a profile (ncu finishes its report as its target ends);
+- `libc exit`: the C library's exit, which runs the atexit handlers of the libraries loaded (ncu's injection,
+  CUDA's) but not Python's teardown of its modules (torch's among them);
+- `exit at once`: os._exit, as the judge and the candidate's process end (nothing runs).
+
+For each run: ncu's wall time, the seconds from the status file's write to ncu's end, the passes ncu printed and
+the kernels the report holds (one: the measured call's), so an exit that loses the report shows.
 
     python tools/exit_cost.py --out DIR [--runs 3] [--problem tests/fixtures/seed47.py]
 """
@@ -12,11 +19,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import shutil
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "client"), str(ROOT / "tools")]
@@ -24,19 +34,37 @@ sys.path[:0] = [str(ROOT), str(ROOT / "client"), str(ROOT / "tools")]
 from gpu_overhead import build_problem  # noqa: E402
 
 from profsvc.build.python_problem import harness_argv  # noqa: E402
+from profsvc.metrics.nvtx import MEASURED_INCLUDE  # noqa: E402
+from profsvc.metrics.reader import load_reader  # noqa: E402
+from profsvc.ncu.command import NcuOptions, ncu_command  # noqa: E402
+from profsvc.ncu.metric_sets import resolve  # noqa: E402
 
-# The harness run as `python -m` would, with the exit at once left as is or replaced by Python's usual exit.
+# The harness run as `python -m` would; once it returns (its status written), it ends the way argv[1] names.
 CHILD = """
-import sys
+import ctypes, os, sys
 from profsvc.worker import harness
-if sys.argv[1] == "teardown":
-    harness.exit_without_teardown = sys.exit
-sys.exit(harness.main(sys.argv[2:]))
+code = harness.main(sys.argv[2:])
+sys.stdout.flush(); sys.stderr.flush()
+if sys.argv[1] == "libc-exit":
+    ctypes.CDLL(None).exit(code)
+if sys.argv[1] == "exit-at-once":
+    os._exit(code)
+sys.exit(code)
 """
+EXITS = ("teardown", "libc exit", "exit at once")
+PASSES = re.compile(r"-\s*(\d+)\s*pass")
+
+
+def kernels_in(report: Path) -> int:
+    """How many profiled kernels the report holds (NVIDIA's reader); -1 when there is none to read."""
+    if not report.is_file():
+        return -1
+    context = load_reader().load_report(str(report))
+    return sum(context.range_by_idx(r).num_actions() for r in range(context.num_ranges()))
 
 
 def main() -> int:
-    """Alternate the two exits, write DIR/exit_cost.json and print a table of medians."""
+    """Alternate the three exits, write DIR/exit_cost.json and print a table of medians."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--runs", type=int, default=3)
@@ -44,34 +72,48 @@ def main() -> int:
     args = parser.parse_args()
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        raise SystemExit("ncu not found: run this on a GPU host")
+    collection = resolve("")
+    assert collection is not None
     cache, env = build_problem(args.problem, args.out)
-    results: dict[str, list[dict[str, float]]] = {"exit at once": [], "teardown": []}
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in EXITS}
     for run in range(args.runs):
-        for name in results:
-            status = args.out / f"{name.replace(' ', '-')}-{run}.json"
-            harness = harness_argv(sys.executable, args.problem, None, cache, status, "evaluate")[3:]
-            start = time.time()
-            done = subprocess.run(
-                [sys.executable, "-c", CHILD, "teardown" if name == "teardown" else "as-is", *harness],
-                env=env,
-                cwd=args.out,
-                capture_output=True,
-                text=True,
-                timeout=300,
+        for name in EXITS:
+            stem = f"{name.replace(' ', '-')}-{run}"
+            status, report = args.out / f"{stem}.json", args.out / f"{stem}.ncu-rep"
+            harness = harness_argv(sys.executable, args.problem, None, cache, status, "profile")[3:]
+            options = NcuOptions(
+                collection_args=collection.collection_args(), export_path=report, nvtx_include=[MEASURED_INCLUDE]
             )
-            end = time.time()
+            target = [sys.executable, "-c", CHILD, name.replace(" ", "-"), *harness]
+            start = time.monotonic()
+            done = subprocess.run(
+                ncu_command(ncu, options, target), env=env, cwd=args.out, capture_output=True, text=True, timeout=300
+            )
+            wall, end = time.monotonic() - start, time.time()
             ok = json.loads(status.read_text()).get("ok") if status.exists() else None
-            after_status = end - status.stat().st_mtime if status.exists() else float("nan")
-            sample = {"rc": done.returncode, "ok": ok, "wall_s": end - start, "after_status_s": after_status}
+            sample = {
+                "rc": done.returncode,
+                "ok": ok,
+                "wall_s": wall,
+                "after_status_s": end - status.stat().st_mtime if status.exists() else float("nan"),
+                "passes": [int(p) for p in PASSES.findall(done.stdout)],
+                "kernels": kernels_in(report),
+            }
             results[name].append(sample)
             print(name, run, json.dumps(sample), flush=True)
+            if done.returncode:
+                (args.out / f"{stem}.log").write_text(done.stdout + done.stderr)
     (args.out / "exit_cost.json").write_text(json.dumps(results, indent=1))
-    print("| exit | wall (median) | status written to process end (median) | runs |")
-    print("| --- | --- | --- | --- |")
+    print("| exit | ncu wall (median) | status written to ncu's end (median) | kernels in the report | runs |")
+    print("| --- | --- | --- | --- | --- |")
     for name, samples in results.items():
         wall = statistics.median(s["wall_s"] for s in samples)
         after = statistics.median(s["after_status_s"] for s in samples)
-        print(f"| {name} | {wall:.2f} s | {after:.3f} s | {len(samples)} |")
+        kernels = sorted({s["kernels"] for s in samples})
+        print(f"| {name} | {wall:.2f} s | {after:.3f} s | {kernels} | {len(samples)} |")
     return 0
 
 

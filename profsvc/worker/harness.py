@@ -279,9 +279,9 @@ def main(argv: list[str] | None = None) -> int:
 def exit_without_teardown(code: int) -> NoReturn:
     """End the process now: the job is done and its status written.
 
-    Python's teardown of torch and the CUDA context runs on the job's clock (tools/exit_cost.py measures
-    it); the driver frees the context at exit anyway. Not under ncu: its report is finished at the
-    profiled process's usual exit.
+    Python's teardown of torch and the CUDA context runs on the job's clock; the driver frees the context at
+    exit anyway. Not under ncu: its report is finished at the profiled process's usual exit (what lighter
+    exits would save there, and whether the report survives them: tools/exit_cost.py).
     """
     # The user's code may have replaced or closed sys.stdout: flush what can be flushed, the originals too.
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
