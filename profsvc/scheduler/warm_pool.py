@@ -86,13 +86,13 @@ class Standby:
         self,
         process: StartedProcess,
         directory: Path,
+        started: float,
         two_steps: bool = False,
         channel: ServerChannel | None = None,
-        started: float | None = None,
     ) -> None:
         self.process = process
         # When its start began (time.monotonic()): how long a worker takes to warm up, where a job waits for one.
-        self.started = time.monotonic() if started is None else started
+        self.started = started
         self.directory = directory
         self.primed = not two_steps
         self.channel = channel
@@ -282,7 +282,7 @@ class StandbyPool:
             remove_tree(directory)
             return None
         channel.handed_over()
-        return Standby(process, directory, two_steps=spec.prime_lock is not None, channel=channel, started=started)
+        return Standby(process, directory, started, two_steps=spec.prime_lock is not None, channel=channel)
 
     def _prime_oldest(self, kind: str) -> None:
         """Prime the kind's oldest worker in the background, once its GPU is free (two-step kinds only)."""
