@@ -95,9 +95,9 @@ def _capped(hits: list[Hit]) -> list[Hit]:
     capped: list[Hit] = []
     for hit in hits:
         kept[hit.rule_id] += 1
-        rest = totals[hit.rule_id] - MAX_PER_RULE
-        if kept[hit.rule_id] < MAX_PER_RULE or (kept[hit.rule_id] == MAX_PER_RULE and not rest):
+        if kept[hit.rule_id] < MAX_PER_RULE:
             capped.append(hit)
         elif kept[hit.rule_id] == MAX_PER_RULE:
-            capped.append(replace(hit, detail=f"{hit.detail} (and {rest} more lines not listed)"))
+            rest = totals[hit.rule_id] - MAX_PER_RULE
+            capped.append(replace(hit, detail=f"{hit.detail} (and {rest} more lines not listed)") if rest else hit)
     return capped
