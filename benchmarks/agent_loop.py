@@ -2,8 +2,9 @@
 
     python benchmarks/agent_loop.py --out DIR [--rounds 8] [--clients 8] [--skip NAME ...] [--unjailed]
 
-Starts `profsvc serve` (warm workers, as deployed) and drives it with the Python client, with no pause
-between calls. Each pattern is timed from the client's view, per call kind: p50, p90, max (seconds).
+Starts `profsvc serve` (warm workers, as deployed) and drives it with the Python client as the agent tools
+(MCP) call it, with no pause between calls: no roofline chart is drawn (`skip_charts`). Each pattern is timed
+from the client's view, per call kind: p50, p90, max (seconds).
 
 - `alternate`: evaluate (no profile) and profile of one source, alternating, `--rounds` pairs.
 - `new_source`: one agent iteration per round with a new source (a comment changed): compile, full
@@ -13,8 +14,10 @@ between calls. Each pattern is timed from the client's view, per call kind: p50,
   so each round is a cold build; compile, full evaluate. Each compile's build route is recorded.
 - `clients`: `--clients` clients at once, each with its own source: evaluate then profile; the GPU lane's
   busy share of the wall time (the server's profsvc_gpu_busy_seconds over the run).
-- `analyze`: the seed's report, warm, one at a time (`--rounds` x 3), then 64 clients at once (reports/s); then
-  the same on a server with `--readers-per-caller 0` (every report on a warm worker of its own), the baseline.
+- `analyze`: the seed's report, warm, one at a time (`--rounds` x 3), then 64 clients at once (reports/s), with
+  its charts drawn (as `profsvc analyze --out`) and then without (as the agent tools and `profsvc batch` read
+  it); then the first on a server with `--readers-per-caller 0` (every report on a warm worker of its own), the
+  baseline.
 - `baseline`: what an agent without profsvc pays per iteration, in the same run: a fresh process doing a
   KernelBench-style evaluation (import, torch's own load_inline build, 5 trials, 100 timed calls), then a
   plain `ncu --set full` of the candidate (benchmarks/plain_harness.py).
@@ -145,7 +148,7 @@ def bench_alternate(
                 f" timings={result.timings}"
             )
             time.sleep(think)
-            seconds, result = timed(lambda: client.profile(source))
+            seconds, result = timed(lambda: client.profile(source, skip_charts=True))
             profiles.append(seconds)
             profile_timings.append(dict(result.timings))
             log(f"{key} {i + 1}/{rounds}: profile {seconds:.2f} s ok={result.ok} timings={result.timings}")
@@ -173,7 +176,7 @@ def agent_iterations(server: Server, key: str, sources: list[tuple[str, Any]], r
             start = time.monotonic()
             compiled = client.compile(source)
             compiles.append(time.monotonic() - start)
-            evaluation = client.evaluate(source)
+            evaluation = client.evaluate(source, skip_charts=True)
             iterations.append(time.monotonic() - start)
             routes.append(",".join(unit.route for unit in compiled.units))
             failed += 0 if evaluation.correctness.ok and evaluation.profile.ok else 1
@@ -203,7 +206,7 @@ def bench_clients(server: Server, clients: int, results: dict[str, Any]) -> None
         source = changed(path, f"client-{index}-{time.time_ns()}")
         with ProfilerClient(server.target, timeout=900) as client:
             evaluate_seconds, _ = timed(lambda: client.evaluate(source, skip_profile=True))
-            profile_seconds, _ = timed(lambda: client.profile(source))
+            profile_seconds, _ = timed(lambda: client.profile(source, skip_charts=True))
         return evaluate_seconds, profile_seconds
 
     busy_before, start = server.gpu_busy_seconds(), time.monotonic()
@@ -241,27 +244,29 @@ def _full_size_problem(client: Any, path: Path, folder: Path) -> dict[str, Any]:
     row["evaluate_s"], evaluation = timed(lambda: client.evaluate(source, skip_profile=True))
     row["evaluate_ok"], row["evaluate_timings"] = evaluation.ok, evaluation.timings
     row["evaluate_error"] = evaluation.correctness.error.message if evaluation.correctness.error else ""
-    row["profile_s"], profiled = timed(lambda: client.profile(source))
+    row["profile_s"], profiled = timed(lambda: client.profile(source, skip_charts=True))
     row["profile_ok"], row["profile_timings"] = profiled.ok, profiled.timings
     shutil.copy(path, folder / path.name)
     row["baseline_s"] = timed(lambda: fresh_evaluation(folder, folder / path.name, folder / "ext"))[0]
     return row
 
 
-def bench_analyze(server: Server, rounds: int, results: dict[str, Any], key: str = "analyze") -> None:
+def bench_analyze(
+    server: Server, rounds: int, results: dict[str, Any], key: str = "analyze", skip_charts: bool = False
+) -> None:
     """The seed's report one at a time, then from 64 clients at once; stored under `key`."""
     from profsvc_client.client import ProfilerClient
 
     sequential = []
     with ProfilerClient(server.target, timeout=300) as client:
-        client.analyze(REPORT)
+        client.analyze(REPORT, skip_charts=skip_charts)
         for _ in range(3 * rounds):
-            seconds, _ = timed(lambda: client.analyze(REPORT))
+            seconds, _ = timed(lambda: client.analyze(REPORT, skip_charts=skip_charts))
             sequential.append(seconds)
 
     def one(_: int) -> float:
         with ProfilerClient(server.target, timeout=900) as client:
-            return timed(lambda: client.analyze(REPORT))[0]
+            return timed(lambda: client.analyze(REPORT, skip_charts=skip_charts))[0]
 
     start = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(ANALYZE_CLIENTS) as pool:
@@ -387,9 +392,11 @@ def table(results: dict[str, Any]) -> str:
     lines.append(row("baseline", "fresh process + plain ncu", results.get("baseline", {}).get("iteration"), ""))
     lines.append(row("clients", "evaluate", clients.get("evaluate"), ""))
     lines.append(row("clients", "profile", clients.get("profile"), ""))
-    before = results.get("analyze_baseline", {})
+    before, plain = results.get("analyze_baseline", {}), results.get("analyze_plain", {})
     lines.append(row("analyze", "one at a time, warm", analyze.get("sequential"), "p50 <= 0.3 s"))
     lines.append(row("analyze", f"{analyze.get('clients', 0)} clients", analyze.get("concurrent"), ""))
+    lines.append(row("analyze, no charts", "one at a time, warm", plain.get("sequential"), ""))
+    lines.append(row("analyze, no charts", f"{plain.get('clients', 0)} clients", plain.get("concurrent"), ""))
     lines.append(row("analyze baseline", "one at a time, warm", before.get("sequential"), ""))
     lines.append(row("analyze baseline", f"{before.get('clients', 0)} clients", before.get("concurrent"), ""))
     if clients:
@@ -397,10 +404,14 @@ def table(results: dict[str, Any]) -> str:
             f"\nGPU lane busy {clients['gpu_busy_share_pct']:.0f} % of {clients['wall_s']:.1f} s "
             f"with {clients['clients']} clients (target >= 90 %)."
         )
-    if analyze:
-        lines.append(
-            f"Analyze under {analyze['clients']} clients: {analyze['reports_per_s']:.2f} reports/s (target >= 5)."
-        )
+    for name, run in (
+        ("Analyze", analyze),
+        ("Analyze without charts", plain),
+        ("Analyze baseline (`--readers-per-caller 0`: a warm worker per report)", before),
+    ):
+        if run:
+            target = " (target >= 5)" if run is analyze else ""
+            lines.append(f"{name} under {run['clients']} clients: {run['reports_per_s']:.2f} reports/s{target}.")
     for call in ("evaluate", "profile") if alternate and unjailed else ():
         jailed_p50, free_p50 = alternate[call].get("p50"), unjailed[call].get("p50")
         if jailed_p50 and free_p50:
@@ -414,11 +425,6 @@ def table(results: dict[str, Any]) -> str:
             f"Full size, {name}: evaluate {problem['evaluate_s']:.1f} s (ok={problem['evaluate_ok']}), profile "
             f"{problem['profile_s']:.1f} s (ok={problem['profile_ok']}); the same evaluation in a fresh process "
             f"{problem['baseline_s']:.1f} s."
-        )
-    if before:
-        lines.append(
-            f"Analyze baseline (`--readers-per-caller 0`: a warm worker per report) under {before['clients']} "
-            f"clients: {before['reports_per_s']:.2f} reports/s."
         )
     return "\n".join(lines)
 
@@ -479,12 +485,14 @@ def main() -> int:
             "revise": lambda: bench_revise(server, max(3, args.rounds // 2), results),
             "clients": lambda: bench_clients(server, args.clients, results),
             "analyze": lambda: bench_analyze(server, args.rounds, results),
+            "analyze_plain": lambda: bench_analyze(server, args.rounds, results, "analyze_plain", skip_charts=True),
             "full_size": lambda: bench_full_size(server, work, results),
             "alternate_think": lambda: bench_alternate(server, args.rounds, results, "alternate_think", args.think),
         }
         for name, step in steps.items():
             if (
                 name in args.skip
+                or (name == "analyze_plain" and "analyze" in args.skip)
                 or (name == "full_size" and not args.full_size)
                 or (name == "alternate_think" and not args.think)
             ):

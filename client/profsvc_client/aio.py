@@ -142,13 +142,22 @@ class AsyncProfilerClient(_Connection):
         metrics: Sequence[str] = (),
         derived: Sequence[str] = (),
         html_report: bool = False,
+        skip_charts: bool = False,
         session_id: str = "",
         on_progress: ProgressCallback | None = None,
         clock_control: ClockControl | str = DEFAULT_CLOCK_CONTROL,
     ) -> ProfileResult:
         """Profile under ncu; `on_progress` (plain or async) sees each progress event."""
         request = profile_request(
-            source, kernel_filter, metric_set, session_id, metrics, derived, html_report, clock_control
+            source,
+            kernel_filter,
+            metric_set,
+            session_id,
+            metrics,
+            derived,
+            html_report,
+            clock_control,
+            skip_charts=skip_charts,
         )
         return await self._stream(self._stub.Profile, request, ProfileResult, on_progress)
 
@@ -162,6 +171,7 @@ class AsyncProfilerClient(_Connection):
         metrics: Sequence[str] = (),
         derived: Sequence[str] = (),
         html_report: bool = False,
+        skip_charts: bool = False,
         session_id: str = "",
         on_progress: ProgressCallback | None = None,
         clock_control: ClockControl | str = DEFAULT_CLOCK_CONTROL,
@@ -179,6 +189,7 @@ class AsyncProfilerClient(_Connection):
                     metrics=metrics,
                     derived=derived,
                     html_report=html_report,
+                    skip_charts=skip_charts,
                     session_id=session_id,
                     clock_control=clock_control,
                     on_progress=numbered_progress(on_progress, index, repeats) if on_progress else None,
@@ -197,9 +208,12 @@ class AsyncProfilerClient(_Connection):
         policy: StaticPolicy | None = None,
         precision: Precision | str = DEFAULT_PRECISION,
         clock_control: ClockControl | str = DEFAULT_CLOCK_CONTROL,
+        skip_charts: bool = False,
     ) -> EvaluateResult:
         """Static check, compile, correctness, timing, memory, launches, SOL and a short profile."""
-        request = evaluate_request(source, trials, skip_profile, session_id, policy, precision, clock_control)
+        request = evaluate_request(
+            source, trials, skip_profile, session_id, policy, precision, clock_control, skip_charts=skip_charts
+        )
         return await self._stream(self._stub.Evaluate, request, EvaluateResult, on_progress)
 
     async def analyze(
@@ -211,12 +225,16 @@ class AsyncProfilerClient(_Connection):
         metrics: Sequence[str] = (),
         derived: Sequence[str] = (),
         html_report: bool = False,
+        skip_charts: bool = False,
     ) -> ProfileResult:
         """Analyze an existing .ncu-rep (a path or its bytes) on the server."""
         # The pieces are made again for each try: a stream is not replayed.
         reply = await self._unary(
             lambda _, **options: self._stub.Analyze(
-                analyze_requests(report, kernel_filter, session_id, metrics, derived, html_report), **options
+                analyze_requests(
+                    report, kernel_filter, session_id, metrics, derived, html_report, skip_charts=skip_charts
+                ),
+                **options,
             ),
             None,
         )

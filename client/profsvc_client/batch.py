@@ -421,10 +421,13 @@ def _trim_cut_line(path: Path) -> None:
 
 
 def run_task(client: ProfilerClient, problem: Problem, content: bytes) -> ProblemResult:
-    """Do one problem's task on the server, the file's content given (read where the batch runs)."""
+    """Do one problem's task on the server, the file's content given (read where the batch runs). No chart is
+    drawn: a batch keeps each problem's figures in its table, never its charts."""
     kernel_filter = KernelFilter(name_regex=problem.kernel_regex)
     if problem.task == "analyze":
-        return client.analyze(content, kernel_filter=kernel_filter, metrics=problem.metrics, derived=problem.derived)
+        return client.analyze(
+            content, kernel_filter=kernel_filter, metrics=problem.metrics, derived=problem.derived, skip_charts=True
+        )
     source = KernelSource(main=SourceFile(name=Path(problem.name).name, content=content))
     if problem.task == "lint":
         return client.static_check(source)
@@ -435,6 +438,7 @@ def run_task(client: ProfilerClient, problem: Problem, content: bytes) -> Proble
         metrics=problem.metrics,
         derived=problem.derived,
         clock_control=problem.clock_control,
+        skip_charts=True,
     )
 
 

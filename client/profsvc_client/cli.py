@@ -215,7 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--metric-set", default="", help="basic, default, full or timing (the server's: `profsvc capabilities`)"
     )
     _add_metrics(profile)
-    profile.add_argument("--out", type=Path, default=None, help="save the .ncu-rep, result.json and report.txt here")
+    profile.add_argument(
+        "--out", type=Path, default=None, help="save the .ncu-rep, result.json, report.txt, report.html and the charts"
+    )
     _add_repeat(profile)
     _add_clock_control(profile)
     _add_filter(profile)
@@ -468,6 +470,7 @@ def _run_tool(client: ProfilerClient, args: argparse.Namespace, policy: StaticPo
                 policy=policy,
                 precision=args.precision,
                 clock_control=args.clock_control,
+                skip_charts=True,  # never saved: evaluate has no --out
             )
         finally:
             progress.close()
@@ -586,7 +589,9 @@ def _profile(client: ProfilerClient, args: argparse.Namespace) -> int:
         "metric_set": args.metric_set,
         "metrics": args.metrics,
         "derived": args.derived,
+        # The result's files are made where they are saved: report.html and the charts only with --out.
         "html_report": args.out is not None,
+        "skip_charts": args.out is None,
         "session_id": args.session,
         "clock_control": args.clock_control,
     }
@@ -634,6 +639,7 @@ def run(args: argparse.Namespace) -> int:
                 metrics=args.metrics,
                 derived=args.derived,
                 html_report=args.out is not None,
+                skip_charts=args.out is None,
             )
             return _emit_result(result, args, client)
         return _profile(client, args)

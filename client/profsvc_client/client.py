@@ -172,6 +172,8 @@ def profile_request(
     derived: Sequence[str] = (),
     html_report: bool = False,
     clock_control: ClockControl | str = DEFAULT_CLOCK_CONTROL,
+    *,
+    skip_charts: bool = False,
 ) -> pb.ProfileRequest:
     """The ProfileRequest for these arguments (shared by the sync and asyncio clients)."""
     return pb.ProfileRequest(
@@ -182,6 +184,7 @@ def profile_request(
         metrics=list(metrics),
         derived=list(derived),
         html_report=html_report,
+        skip_charts=skip_charts,
         clock_control=clock_control_number(pb.ProfileRequest, clock_control),
     )
 
@@ -225,6 +228,8 @@ def evaluate_request(
     policy: StaticPolicy | None,
     precision: Precision | str = DEFAULT_PRECISION,
     clock_control: ClockControl | str = DEFAULT_CLOCK_CONTROL,
+    *,
+    skip_charts: bool = False,
 ) -> pb.EvaluateRequest:
     """The EvaluateRequest (both clients)."""
     request = trials_request(
@@ -235,6 +240,7 @@ def evaluate_request(
         skip_profile=skip_profile,
         session_id=session_id,
         clock_control=clock_control_number(pb.EvaluateRequest, clock_control),
+        skip_charts=skip_charts,
     )
     if policy is not None:
         request.policy.CopyFrom(to_proto(policy, pb.StaticPolicy))
@@ -260,6 +266,8 @@ def analyze_requests(
     metrics: Sequence[str] = (),
     derived: Sequence[str] = (),
     html_report: bool = False,
+    *,
+    skip_charts: bool = False,
 ) -> Iterator[pb.AnalyzeRequest]:
     """The Analyze upload for a report given as a path or as its bytes: a first message naming the file, its size
     and the options, then the file in pieces of UPLOAD_CHUNK_BYTES (a file is read one piece at a time)."""
@@ -283,6 +291,7 @@ def analyze_requests(
         metrics=list(metrics),
         derived=list(derived),
         html_report=html_report,
+        skip_charts=skip_charts,
     )
     return _upload(first, pieces)
 
@@ -417,6 +426,7 @@ class ProfilerClient(_Connection):
         metrics: Sequence[str] = (),
         derived: Sequence[str] = (),
         html_report: bool = False,
+        skip_charts: bool = False,
         session_id: str = "",
         on_progress: Callable[[Progress], None] | None = None,
         clock_control: ClockControl | str = DEFAULT_CLOCK_CONTROL,
@@ -425,9 +435,19 @@ class ProfilerClient(_Connection):
 
         With a `session_id`, the result carries a delta table against the session's previous result.
         `clock_control`: "none" (clocks as they are) or "base" (locked to the GPU's base clocks while ncu profiles).
+        `skip_charts`: draw no roofline chart (roofline.png, roofline.svg), for a caller that will not download
+        them: most of reading a small report.
         """
         request = profile_request(
-            source, kernel_filter, metric_set, session_id, metrics, derived, html_report, clock_control
+            source,
+            kernel_filter,
+            metric_set,
+            session_id,
+            metrics,
+            derived,
+            html_report,
+            clock_control,
+            skip_charts=skip_charts,
         )
         return self._stream(self._stub.Profile, request, ProfileResult, on_progress)
 
@@ -441,6 +461,7 @@ class ProfilerClient(_Connection):
         metrics: Sequence[str] = (),
         derived: Sequence[str] = (),
         html_report: bool = False,
+        skip_charts: bool = False,
         session_id: str = "",
         on_progress: Callable[[Progress], None] | None = None,
         clock_control: ClockControl | str = DEFAULT_CLOCK_CONTROL,
@@ -458,6 +479,7 @@ class ProfilerClient(_Connection):
                     metrics=metrics,
                     derived=derived,
                     html_report=html_report,
+                    skip_charts=skip_charts,
                     clock_control=clock_control,
                     session_id=session_id,
                     on_progress=numbered_progress(on_progress, index, repeats) if on_progress else None,
@@ -536,13 +558,16 @@ class ProfilerClient(_Connection):
         policy: StaticPolicy | None = None,
         precision: Precision | str = DEFAULT_PRECISION,
         clock_control: ClockControl | str = DEFAULT_CLOCK_CONTROL,
+        skip_charts: bool = False,
     ) -> EvaluateResult:
         """Static check, compile, correctness, timing, memory, launches, SOL and a short profile.
 
         `policy` sets the static check's severities, and with them whether its findings fail the evaluation.
         `precision`: what correctness, timing and the profile run in; `clock_control`: the profile's ncu clocks.
         """
-        request = evaluate_request(source, trials, skip_profile, session_id, policy, precision, clock_control)
+        request = evaluate_request(
+            source, trials, skip_profile, session_id, policy, precision, clock_control, skip_charts=skip_charts
+        )
         return self._stream(self._stub.Evaluate, request, EvaluateResult, on_progress)
 
     def analyze(
@@ -554,12 +579,16 @@ class ProfilerClient(_Connection):
         metrics: Sequence[str] = (),
         derived: Sequence[str] = (),
         html_report: bool = False,
+        skip_charts: bool = False,
     ) -> ProfileResult:
         """Analyze an existing .ncu-rep (a path or its bytes) on the server (a session adds a delta table)."""
         # The pieces are made again for each try: a stream is not replayed.
         reply = self._unary(
             lambda _, **options: self._stub.Analyze(
-                analyze_requests(report, kernel_filter, session_id, metrics, derived, html_report), **options
+                analyze_requests(
+                    report, kernel_filter, session_id, metrics, derived, html_report, skip_charts=skip_charts
+                ),
+                **options,
             ),
             None,
         )

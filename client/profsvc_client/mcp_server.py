@@ -334,6 +334,7 @@ class ProfsvcTools:
             kernel_filter=KernelFilter(name_regex=kernel_regex, launch_count=launch_count),
             metric_set=metric_set,
             clock_control=clock_control,
+            skip_charts=True,  # an agent's answer is text: no tool downloads a chart
         )
         return _answer(profile_text(result, "profile_kernel"), result)
 
@@ -375,6 +376,7 @@ class ProfsvcTools:
             policy=self.call_policy(policy),
             precision=precision,
             clock_control=clock_control,
+            skip_charts=True,
         )
         return _answer(evaluate_text(result), result)
 
@@ -400,7 +402,7 @@ class ProfsvcTools:
                 report = base64.b64decode("".join((report_base64 or "").split()), validate=True)
             except binascii.Error as error:
                 raise errors.InvalidRequest(f"report_base64 is not valid base64: {error}") from None
-        result = self.client.analyze(report, kernel_filter=KernelFilter(name_regex=kernel_regex))
+        result = self.client.analyze(report, kernel_filter=KernelFilter(name_regex=kernel_regex), skip_charts=True)
         return _answer(profile_text(result, "analyze_report"), result)
 
 

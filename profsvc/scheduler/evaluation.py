@@ -111,14 +111,19 @@ async def evaluate(
     session: SessionKey | None = None,
     policy: Policy | None = None,
     clock_control: ClockControl = DEFAULT_CLOCK_CONTROL,
+    *,
+    charts: bool = True,
 ) -> EvaluateResult:
     """Static check, build, correctness, timing, memory, launches, then (correct candidates) a profile and SOL,
-    all in the source's precision; ncu sets the clocks as `clock_control` says.
+    all in the source's precision; ncu sets the clocks as `clock_control` says; `charts`: draw the profile's
+    roofline charts.
 
     The static check's verdict under `policy` is part of the evaluation's: an error finding fails it.
     """
     with collect_timings() as timings:
-        result = await _evaluate(scheduler, source, trials, skip_profile, progress, session, policy, clock_control)
+        result = await _evaluate(
+            scheduler, source, trials, skip_profile, progress, session, policy, clock_control, charts
+        )
     result.timings = timings
     return result
 
@@ -132,6 +137,7 @@ async def _evaluate(
     session: SessionKey | None,
     policy: Policy | None,
     clock_control: ClockControl,
+    charts: bool,
 ) -> EvaluateResult:
     checked = await scheduler.parsers.run(static_check, source, policy, size=source.text_size)
     result = EvaluateResult(static_check=checked, precision=source.precision)
@@ -154,7 +160,7 @@ async def _evaluate(
             result.benchmark = BenchmarkResult.model_validate({**status.benchmark, "compile": compiled})
     result.correctness.precision = result.benchmark.precision = source.precision
     if result.correctness.ok and not skip_profile:
-        spec = ProfileSpec(source=source, session=session, clock_control=clock_control)
+        spec = ProfileSpec(source=source, session=session, clock_control=clock_control, charts=charts)
         result.profile = await profile(scheduler, spec, progress)
         result.sol_pct = sol_pct(result.profile) if result.profile.ok else None
         result.sol_definition = SOL_DEFINITION

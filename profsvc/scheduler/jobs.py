@@ -68,6 +68,8 @@ class ProfileSpec:
     derived: tuple[str, ...] = ()
     # Also write the HTML report (a few MB: asked for, not written for every result).
     html_report: bool = False
+    # Draw the roofline charts (most of reading a small report: a caller that never downloads them skips them).
+    charts: bool = True
     clock_control: ClockControl = DEFAULT_CLOCK_CONTROL
 
     def collected(self) -> tuple[str, ...]:

@@ -94,7 +94,9 @@ async def _profiled(scheduler: Scheduler, job: Job, spec: ProfileSpec) -> Profil
     # At most the launches asked for: a warm worker's ncu counts one more for its own kernel, which a worker that
     # took its job unprimed never ran. (A target that may run warm is one process, where ncu's count is the same.)
     selection = KernelFilter(launch_count=options.launch_count if target.warm else 0)
-    analysis = await read_report(scheduler, job, outcome.report, selection, locations, spec.metrics, spec.derived)
+    analysis = await read_report(
+        scheduler, job, outcome.report, selection, locations, spec.metrics, spec.derived, charts=spec.charts
+    )
     result.device, result.kernels, result.aggregate = analysis.device, analysis.kernels, analysis.aggregate
     result.warnings.extend(analysis.warnings)
     result.warnings.extend(f"ncu: {e}" for e in outcome.errors)

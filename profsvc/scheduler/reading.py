@@ -45,13 +45,15 @@ async def read_report(
     source_map: dict[str, tuple[str, int]] | None = None,
     metrics: Sequence[str] = (),
     derived: Sequence[str] = (),
+    *,
+    charts: bool = True,
 ) -> ReportAnalysis:
     """Read a report in an analyze worker's cell (a copy of it: the reader may be fed a hostile file); its
-    charts are moved into the job's workspace."""
+    charts (where `charts`) are moved into the job's workspace."""
 
     def argv(cell: Path) -> list[str]:
         command = [scheduler.config.python, "-m", ANALYZE_MODULE, str(cell / "report" / report.name)]
-        command += ["--filter", kernel_filter.model_dump_json(), "--charts", str(cell)]
+        command += ["--filter", kernel_filter.model_dump_json(), *(["--charts", str(cell)] if charts else [])]
         command += ["--metrics", json.dumps(list(metrics)), "--derived", json.dumps(list(derived))]
         return [*command, "--source-map", json.dumps(source_map or {})]
 
@@ -94,10 +96,11 @@ async def analyze(
     derived: Sequence[str] = (),
     *,
     html_report: bool = False,
+    charts: bool = True,
 ) -> ProfileResult:
     """Read an uploaded report (the file `upload`, moved into the job's workspace); `metrics`: ncu metrics to
     report besides the catalog's; `derived`: NAME=FORMULA metrics over ncu metrics; `html_report`: also write
-    report.html."""
+    report.html; `charts`: draw the roofline charts."""
     async with scheduler.admit(progress) as job:
         # Stored under the user's own file name, so that what the reader says of it names their file; in a
         # folder of its own, apart from the charts written beside the job.
@@ -106,7 +109,9 @@ async def analyze(
         shutil.move(upload, path)
         job.progress(Stage.PARSING, f"reading {path.name}")
         try:
-            analysis = await read_report(scheduler, job, path, kernel_filter, metrics=metrics, derived=derived)
+            analysis = await read_report(
+                scheduler, job, path, kernel_filter, metrics=metrics, derived=derived, charts=charts
+            )
         finally:
             # Not an artifact (the user has the file): kept, rejected uploads filled the disk.
             shutil.rmtree(path.parent, ignore_errors=True)

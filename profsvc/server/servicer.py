@@ -200,6 +200,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
                 metrics=metrics,
                 derived=validate_derived(request.derived, metrics),
                 html_report=request.html_report,
+                charts=not request.skip_charts,
                 session=self._session(context, request.session_id),
                 clock_control=validate_clock_control(enum_value(request, "clock_control")),
             )
@@ -261,7 +262,15 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
             policy = validate_policy(_request_model(request.policy, StaticPolicy))
             clock_control = validate_clock_control(enum_value(request, "clock_control"))
             result = await evaluate(
-                self.scheduler, source, trials, request.skip_profile, progress, session, policy, clock_control
+                self.scheduler,
+                source,
+                trials,
+                request.skip_profile,
+                progress,
+                session,
+                policy,
+                clock_control,
+                charts=not request.skip_charts,
             )
             self._served(result.profile)
             return result
@@ -314,6 +323,7 @@ class ProfilerServicer(pb_grpc.ProfilerServicer):
                     metrics,
                     derived,
                     html_report=first.html_report,
+                    charts=not first.skip_charts,
                 )
             return pb.AnalyzeResponse(result=to_proto(self._served(result), pb.ProfileResult))
 

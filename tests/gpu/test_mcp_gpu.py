@@ -47,6 +47,8 @@ def test_the_five_tools_on_the_seed(served: str) -> None:
         assert kernel["name"] == "vga_linear_kernel"
         assert kernel["figures"]["duration"]["unit"] == "ns" and kernel["figures"]["duration"]["value"] > 0
         assert kernel["hints"], "the seed's profile carries hints"
+        # The report, and no chart: no tool downloads one.
+        assert [a["name"] for a in profiled.structured_content["artifacts"]] == ["report.ncu-rep"]
 
         submitted = await session.call_tool("submit_kernel", {"kernel_code": problem, "file_name": "seed47.py"})
         assert not submitted.is_error, _text(submitted)

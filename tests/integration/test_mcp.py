@@ -183,6 +183,7 @@ def test_analyze_report_by_path_and_bytes(open_session):
         assert "vga_linear_kernel" in text and "long_scoreboard" in text
         kernel = by_path.structured_content["kernels"][0]
         assert kernel["name"] == "vga_linear_kernel" and kernel["figures"]["duration"]["unit"] == "ns"
+        assert by_path.structured_content.get("artifacts", []) == []  # no tool downloads a chart: none drawn
 
         by_bytes = await session.call_tool(
             "analyze_report", {"report_base64": base64.b64encode(report.read_bytes()).decode()}

@@ -434,6 +434,18 @@ def test_analyze_carries_hints_and_a_roofline_chart(client, tmp_path):
     assert "Optimization hints" in result.report_text
 
 
+def test_analyze_without_charts_draws_none_and_reads_the_same_figures(client, served, tmp_path):
+    charted = client.analyze(FIXTURES / "big_full.ncu-rep")
+    plain = client.analyze(FIXTURES / "big_full.ncu-rep", skip_charts=True)
+    assert plain.artifacts == []
+    assert plain.kernels == charted.kernels and plain.aggregate == charted.aggregate
+    # The CLI draws them where it saves them (--out), and only there.
+    shown = run_cli("analyze", FIXTURES / "big_full.ncu-rep", "--server", served, "--format", "json")
+    assert shown.returncode == 0 and json.loads(shown.stdout)["artifacts"] == []
+    saved = run_cli("analyze", FIXTURES / "big_full.ncu-rep", "--server", served, "--out", tmp_path)
+    assert saved.returncode == 0 and (tmp_path / "roofline.png").read_bytes().startswith(b"\x89PNG")
+
+
 def test_session_delta_judged_by_better_direction(client, served):
     session = "iteration-test"
     first = client.analyze(FIXTURES / "seed47_full.ncu-rep", session_id=session)
@@ -464,6 +476,7 @@ def test_asyncio_client_same_verbs(server, tmp_path):
             assert (await client.static_check(load_source(FIXTURES / "seed47.py"))).ok
             chart = next(a for a in result.artifacts if a.name == "roofline.png")
             assert (await client.download_artifact(chart.id, tmp_path)).read_bytes().startswith(b"\x89PNG")
+            assert (await client.analyze(FIXTURES / "seed47_full.ncu-rep", skip_charts=True)).artifacts == []
             with pytest.raises(errors.InvalidRequest):
                 await client.analyze(b"garbage")
             if not HAS_GPU:

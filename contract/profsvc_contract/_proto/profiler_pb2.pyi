@@ -244,7 +244,7 @@ class CompileResponse(_message.Message):
     def __init__(self, result: _Optional[_Union[CompileResult, _Mapping]] = ...) -> None: ...
 
 class ProfileRequest(_message.Message):
-    __slots__ = ("source", "filter", "metric_set", "session_id", "metrics", "derived", "html_report", "clock_control")
+    __slots__ = ("source", "filter", "metric_set", "session_id", "metrics", "derived", "html_report", "skip_charts", "clock_control")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     METRIC_SET_FIELD_NUMBER: _ClassVar[int]
@@ -252,6 +252,7 @@ class ProfileRequest(_message.Message):
     METRICS_FIELD_NUMBER: _ClassVar[int]
     DERIVED_FIELD_NUMBER: _ClassVar[int]
     HTML_REPORT_FIELD_NUMBER: _ClassVar[int]
+    SKIP_CHARTS_FIELD_NUMBER: _ClassVar[int]
     CLOCK_CONTROL_FIELD_NUMBER: _ClassVar[int]
     source: KernelSource
     filter: KernelFilter
@@ -260,8 +261,9 @@ class ProfileRequest(_message.Message):
     metrics: _containers.RepeatedScalarFieldContainer[str]
     derived: _containers.RepeatedScalarFieldContainer[str]
     html_report: bool
+    skip_charts: bool
     clock_control: ClockControl
-    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., filter: _Optional[_Union[KernelFilter, _Mapping]] = ..., metric_set: _Optional[str] = ..., session_id: _Optional[str] = ..., metrics: _Optional[_Iterable[str]] = ..., derived: _Optional[_Iterable[str]] = ..., html_report: _Optional[bool] = ..., clock_control: _Optional[_Union[ClockControl, str]] = ...) -> None: ...
+    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., filter: _Optional[_Union[KernelFilter, _Mapping]] = ..., metric_set: _Optional[str] = ..., session_id: _Optional[str] = ..., metrics: _Optional[_Iterable[str]] = ..., derived: _Optional[_Iterable[str]] = ..., html_report: _Optional[bool] = ..., skip_charts: _Optional[bool] = ..., clock_control: _Optional[_Union[ClockControl, str]] = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ("stage", "message", "passes", "kernel_index", "elapsed_seconds", "queue_position")
@@ -638,7 +640,7 @@ class ServerInfo(_message.Message):
     def __init__(self, version: _Optional[str] = ..., host: _Optional[str] = ..., driver_version: _Optional[str] = ...) -> None: ...
 
 class AnalyzeRequest(_message.Message):
-    __slots__ = ("chunk", "filename", "filter", "session_id", "size", "metrics", "derived", "html_report")
+    __slots__ = ("chunk", "filename", "filter", "session_id", "size", "metrics", "derived", "html_report", "skip_charts")
     CHUNK_FIELD_NUMBER: _ClassVar[int]
     FILENAME_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
@@ -647,6 +649,7 @@ class AnalyzeRequest(_message.Message):
     METRICS_FIELD_NUMBER: _ClassVar[int]
     DERIVED_FIELD_NUMBER: _ClassVar[int]
     HTML_REPORT_FIELD_NUMBER: _ClassVar[int]
+    SKIP_CHARTS_FIELD_NUMBER: _ClassVar[int]
     chunk: bytes
     filename: str
     filter: KernelFilter
@@ -655,7 +658,8 @@ class AnalyzeRequest(_message.Message):
     metrics: _containers.RepeatedScalarFieldContainer[str]
     derived: _containers.RepeatedScalarFieldContainer[str]
     html_report: bool
-    def __init__(self, chunk: _Optional[bytes] = ..., filename: _Optional[str] = ..., filter: _Optional[_Union[KernelFilter, _Mapping]] = ..., session_id: _Optional[str] = ..., size: _Optional[int] = ..., metrics: _Optional[_Iterable[str]] = ..., derived: _Optional[_Iterable[str]] = ..., html_report: _Optional[bool] = ...) -> None: ...
+    skip_charts: bool
+    def __init__(self, chunk: _Optional[bytes] = ..., filename: _Optional[str] = ..., filter: _Optional[_Union[KernelFilter, _Mapping]] = ..., session_id: _Optional[str] = ..., size: _Optional[int] = ..., metrics: _Optional[_Iterable[str]] = ..., derived: _Optional[_Iterable[str]] = ..., html_report: _Optional[bool] = ..., skip_charts: _Optional[bool] = ...) -> None: ...
 
 class AnalyzeResponse(_message.Message):
     __slots__ = ("result",)
@@ -921,12 +925,13 @@ class BenchmarkResponse(_message.Message):
     def __init__(self, result: _Optional[_Union[BenchmarkResult, _Mapping]] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
-    __slots__ = ("source", "trials", "skip_profile", "session_id", "policy", "precision", "clock_control")
+    __slots__ = ("source", "trials", "skip_profile", "session_id", "policy", "skip_charts", "precision", "clock_control")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     TRIALS_FIELD_NUMBER: _ClassVar[int]
     SKIP_PROFILE_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
+    SKIP_CHARTS_FIELD_NUMBER: _ClassVar[int]
     PRECISION_FIELD_NUMBER: _ClassVar[int]
     CLOCK_CONTROL_FIELD_NUMBER: _ClassVar[int]
     source: KernelSource
@@ -934,9 +939,10 @@ class EvaluateRequest(_message.Message):
     skip_profile: bool
     session_id: str
     policy: StaticPolicy
+    skip_charts: bool
     precision: Precision
     clock_control: ClockControl
-    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., trials: _Optional[int] = ..., skip_profile: _Optional[bool] = ..., session_id: _Optional[str] = ..., policy: _Optional[_Union[StaticPolicy, _Mapping]] = ..., precision: _Optional[_Union[Precision, str]] = ..., clock_control: _Optional[_Union[ClockControl, str]] = ...) -> None: ...
+    def __init__(self, source: _Optional[_Union[KernelSource, _Mapping]] = ..., trials: _Optional[int] = ..., skip_profile: _Optional[bool] = ..., session_id: _Optional[str] = ..., policy: _Optional[_Union[StaticPolicy, _Mapping]] = ..., skip_charts: _Optional[bool] = ..., precision: _Optional[_Union[Precision, str]] = ..., clock_control: _Optional[_Union[ClockControl, str]] = ...) -> None: ...
 
 class EvaluateResult(_message.Message):
     __slots__ = ("ok", "static_check", "correctness", "benchmark", "profile", "sol_pct", "sol_definition", "report_text", "timings", "report_markdown", "precision")
