@@ -71,6 +71,8 @@ class ProcessResult:
     stderr: str
     seconds: float
     timed_out: bool
+    # The host's monotonic clock when its exit was seen (0: not known): the same clock in every process here.
+    ended: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -291,6 +293,7 @@ class StartedProcess:
             except TimeoutError:
                 timed_out = True
         finally:
+            ended = time.monotonic()
             self.kill()
             await self._exited()
             self._finished = True
@@ -308,4 +311,5 @@ class StartedProcess:
             stderr=_tail(bytes(self._err)),
             seconds=time.monotonic() - start,
             timed_out=timed_out,
+            ended=ended,
         ).noted(why)

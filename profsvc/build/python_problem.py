@@ -55,6 +55,8 @@ class HarnessStatus:
     # (-1: not counted, as for a problem).
     nvtx_range_count: int = -1
     nvtx_ranges: list[str] = field(default_factory=list)
+    # The host's monotonic clock as the worker wrote the file (0: not said): what its exit cost after it.
+    written_at: float = 0.0
 
     def phase_seconds(self) -> dict[str, float]:
         """The known phases with a plausible time: the file lies in the job's folder, where user code can write."""
@@ -64,6 +66,14 @@ class HarnessStatus:
             for name, seconds in phases.items()
             if name in HARNESS_PHASES and isinstance(seconds, int | float) and 0 <= seconds < 86400
         }
+
+    def seconds_to_exit(self, ended: float) -> float | None:
+        """Seconds from the file's writing to its process's end seen at `ended` (the same clock), where both are
+        known and the span is plausible (the file lies where user code can write)."""
+        if not self.written_at or not ended:
+            return None
+        seconds = ended - self.written_at
+        return seconds if 0 <= seconds < 86400 else None
 
     @classmethod
     def _parse(cls, text: str) -> HarnessStatus | None:
@@ -79,6 +89,9 @@ class HarnessStatus:
         if any(not isinstance(fields.get(k, ""), str) for k in text_fields):
             return None
         if not isinstance(fields.get("line", 0), int) or not isinstance(fields.get("nvtx_range_count", -1), int):
+            return None
+        written_at = fields.get("written_at", 0.0)
+        if not isinstance(written_at, int | float) or isinstance(written_at, bool):
             return None
         builds = fields.get("builds", [])
         if not isinstance(builds, list) or not all(isinstance(b, dict) for b in builds):

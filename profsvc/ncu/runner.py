@@ -44,6 +44,7 @@ class NcuOutcome:
     no_kernels: bool = False
     output_tail: str = ""
     report: Path | None = None
+    ended: float = 0.0  # as ProcessResult's
 
 
 class ProgressParser:
@@ -107,4 +108,5 @@ def ncu_outcome(command: list[str], result: ProcessResult, parser: ProgressParse
         no_kernels=_NO_KERNELS in text,
         output_tail=text[-4000:],
         report=report if report.is_file() and not report.is_symlink() else None,
+        ended=result.ended,
     )

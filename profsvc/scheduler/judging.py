@@ -43,16 +43,17 @@ async def run_checks(
         async with scheduler.gpu_lease(job) as gpu:
             job.progress(Stage.RUNNING, f"running {mode} on GPU {gpu}")
             with scheduler.telemetry.stage(mode):
-                status = await _judged(scheduler, source, mode, options, gpu, own_kernel)
-        scheduler.record_phases(mode, status)
+                status, ended = await _judged(scheduler, source, mode, options, gpu, own_kernel)
+        scheduler.record_phases(mode, status, ended)
         job.progress(Stage.DONE, "done")
         return compiled, status
 
 
 async def _judged(
     scheduler: Scheduler, source: SourceSpec, mode: str, options: dict[str, int | str], gpu: int, own_kernel: bool
-) -> HarnessStatus:
-    """The judge and the candidate's process, paired by a relay; the judge's status."""
+) -> tuple[HarnessStatus, float]:
+    """The judge and the candidate's process, paired by a relay; the judge's status, and when its process's end
+    was seen."""
     relay = Relay()
     status_name = f"{mode}-status.json"
     timeout = scheduler.config.limits.job_timeout_s
@@ -125,6 +126,7 @@ async def _judged(
                 timed_out=process.timed_out,
                 output=process.stderr,
             )
+            ended = process.ended
     finally:
         relay.judge_ended()
         # The candidate's process was told to exit: a moment for that, then it is killed.
@@ -133,4 +135,4 @@ async def _judged(
             running.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await running
-    return status
+    return status, ended

@@ -72,7 +72,8 @@ async def _profiled(scheduler: Scheduler, job: Job, spec: ProfileSpec) -> Profil
             timed_out=outcome.timed_out,
             output=outcome.output_tail,
         )
-        scheduler.record_phases("profile", status)
+        # Its exit: the worker's after its status (Python's teardown), then ncu's own (the report written).
+        scheduler.record_phases("profile", status, outcome.ended)
         # Extensions built lazily during the run: their lines too.
         locations.update(source_map(status.builds, source.main_name))
         result.warnings.extend(status.warnings)

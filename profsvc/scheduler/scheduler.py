@@ -338,10 +338,14 @@ class Scheduler:
 
     # ------------------------------------------------------------ builds
 
-    def record_phases(self, stage: str, status: HarnessStatus) -> None:
-        """Export the worker's phase timings as stages `stage:phase`: where a stage's time goes."""
+    def record_phases(self, stage: str, status: HarnessStatus, ended: float = 0.0) -> None:
+        """Export the worker's phase timings as stages `stage:phase`: where a stage's time goes. With `ended`
+        (when its process's end was seen), also `stage:exit`, from its status written to that end."""
         for phase, seconds in status.phase_seconds().items():
             self.telemetry.observe(f"{stage}:{phase}", seconds)
+        exited = status.seconds_to_exit(ended)
+        if exited is not None:
+            self.telemetry.observe(f"{stage}:exit", exited)
 
     async def build(self, job: Job, source: SourceSpec) -> Built:
         """Build the source as its kind does (profsvc.kinds); a compile error is a result."""

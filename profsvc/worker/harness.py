@@ -269,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             if status["stage"] == "compiling" and status["kind"] == "runtime_error":
                 status["kind"] = "import_error"
     status["builds"] = recorder.as_dicts()
+    status["written_at"] = time.monotonic()
     Path(args.status).write_text(json.dumps(status))
     code = 0 if status["ok"] else 1
     if args.mode != "profile":

@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import json
 import sys
+import time
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -270,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
                     candidate.exit()
     # Written aside, then put in place: whatever lies at the status's name by then is replaced.
     written = Path(args.status).with_name(Path(args.status).name + ".new")
+    status["written_at"] = time.monotonic()
     written.write_text(json.dumps(status))
     written.replace(args.status)
     exit_without_teardown(0 if status["ok"] else 1)

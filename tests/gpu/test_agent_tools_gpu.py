@@ -120,4 +120,6 @@ def test_evaluate_seed_problem_end_to_end(tools):
     assert result.benchmark.ok and result.benchmark.speedup is not None
     assert result.profile.ok and result.profile.kernels[0].name == "vga_linear_kernel"
     assert result.sol_pct is not None and 0 < result.sol_pct <= 100
+    # From the judge's status written to its process's end: within the evaluate stage.
+    assert 0 < result.timings["evaluate:exit"] < result.timings["evaluate"]
     assert "correctness PASSED" in result.report_text and "speedup" in result.report_text

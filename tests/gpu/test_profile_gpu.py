@@ -54,6 +54,8 @@ def test_seed_problem_profiles_only_the_candidate_kernel(gpu_client, tmp_path):
     assert kernel.stalls[0].share_pct <= 100
     stages = [e.stage for e in events]
     assert Stage.QUEUED in stages and Stage.PROFILING in stages and Stage.PARSING in stages
+    # From the worker's status written to ncu's end (its exit, the report written): within the profile stage.
+    assert 0 < result.timings["profile:exit"] < result.timings["profile"]
     # The downloaded .ncu-rep reads back to the very figures the result carries.
     report = gpu_client.download_artifact(result.artifacts[0].id, tmp_path)
     # The server adds hints and moves hotspot lines from load_inline's cuda.cu into seed47.py.
