@@ -2,9 +2,9 @@
 
     python benchmarks/agent_loop.py --out DIR [--rounds 8] [--clients 8] [--skip NAME ...] [--unjailed]
 
-Starts `profsvc serve` (warm workers, as deployed) and drives it with the Python client as the agent tools
-(MCP) call it, with no pause between calls: no roofline chart is drawn (`skip_charts`). Each pattern is timed
-from the client's view, per call kind: p50, p90, max (seconds).
+Starts `profsvc serve` (warm workers, as deployed) and drives it with the Python client, with no pause between
+calls; the GPU patterns call as the agent tools (MCP) do, drawing no roofline chart (`skip_charts`). Each
+pattern is timed from the client's view, per call kind: p50, p90, max (seconds).
 
 - `alternate`: evaluate (no profile) and profile of one source, alternating, `--rounds` pairs.
 - `new_source`: one agent iteration per round with a new source (a comment changed): compile, full

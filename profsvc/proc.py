@@ -71,7 +71,8 @@ class ProcessResult:
     stderr: str
     seconds: float
     timed_out: bool
-    # The host's monotonic clock when its exit was seen (0: not known): the same clock in every process here.
+    # The host's monotonic clock when its exit was seen (0: not seen, as when it was killed at its time limit): the
+    # same clock in every process here.
     ended: float = 0.0
 
     @property
@@ -286,14 +287,14 @@ class StartedProcess:
         """Wait for the exit (killing the group at `timeout` or on cancellation), kill what it left running in
         its group, and say how it ended."""
         start = time.monotonic()
-        timed_out = False
+        timed_out, ended = False, 0.0
         try:
             try:
                 await asyncio.wait_for(self._exited(), timeout)
+                ended = time.monotonic()
             except TimeoutError:
                 timed_out = True
         finally:
-            ended = time.monotonic()
             self.kill()
             await self._exited()
             self._finished = True

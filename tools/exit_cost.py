@@ -92,13 +92,15 @@ def main() -> int:
             done = subprocess.run(
                 ncu_command(ncu, options, target), env=env, cwd=args.out, capture_output=True, text=True, timeout=300
             )
-            wall, end = time.monotonic() - start, time.time()
-            ok = json.loads(status.read_text()).get("ok") if status.exists() else None
+            end = time.monotonic()
+            written = json.loads(status.read_text()) if status.exists() else {}
             sample = {
                 "rc": done.returncode,
-                "ok": ok,
-                "wall_s": wall,
-                "after_status_s": end - status.stat().st_mtime if status.exists() else float("nan"),
+                "ok": written.get("ok"),
+                "wall_s": end - start,
+                # The harness's own reading of the host's monotonic clock as it wrote its status (as the server
+                # times `profile:exit`).
+                "after_status_s": end - written["written_at"] if "written_at" in written else float("nan"),
                 "passes": [int(p) for p in PASSES.findall(done.stdout)],
                 "kernels": kernels_in(report),
             }

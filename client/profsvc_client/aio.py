@@ -210,7 +210,8 @@ class AsyncProfilerClient(_Connection):
         clock_control: ClockControl | str = DEFAULT_CLOCK_CONTROL,
         skip_charts: bool = False,
     ) -> EvaluateResult:
-        """Static check, compile, correctness, timing, memory, launches, SOL and a short profile."""
+        """Static check, compile, correctness, timing, memory, launches, SOL and a short profile (as the sync
+        client)."""
         request = evaluate_request(
             source, trials, skip_profile, session_id, policy, precision, clock_control, skip_charts=skip_charts
         )
@@ -227,7 +228,7 @@ class AsyncProfilerClient(_Connection):
         html_report: bool = False,
         skip_charts: bool = False,
     ) -> ProfileResult:
-        """Analyze an existing .ncu-rep (a path or its bytes) on the server."""
+        """Analyze an existing .ncu-rep (a path or its bytes) on the server (as the sync client)."""
         # The pieces are made again for each try: a stream is not replayed.
         reply = await self._unary(
             lambda _, **options: self._stub.Analyze(

@@ -563,7 +563,8 @@ class ProfilerClient(_Connection):
         """Static check, compile, correctness, timing, memory, launches, SOL and a short profile.
 
         `policy` sets the static check's severities, and with them whether its findings fail the evaluation.
-        `precision`: what correctness, timing and the profile run in; `clock_control`: the profile's ncu clocks.
+        `precision`: what correctness, timing and the profile run in; `clock_control`: the profile's ncu clocks;
+        `skip_charts`: the profile draws no roofline chart (as `profile`).
         """
         request = evaluate_request(
             source, trials, skip_profile, session_id, policy, precision, clock_control, skip_charts=skip_charts
@@ -581,7 +582,8 @@ class ProfilerClient(_Connection):
         html_report: bool = False,
         skip_charts: bool = False,
     ) -> ProfileResult:
-        """Analyze an existing .ncu-rep (a path or its bytes) on the server (a session adds a delta table)."""
+        """Analyze an existing .ncu-rep (a path or its bytes) on the server (a session adds a delta table);
+        `skip_charts`: draw no roofline chart (as `profile`)."""
         # The pieces are made again for each try: a stream is not replayed.
         reply = self._unary(
             lambda _, **options: self._stub.Analyze(

@@ -67,13 +67,12 @@ class HarnessStatus:
             if name in HARNESS_PHASES and isinstance(seconds, int | float) and 0 <= seconds < 86400
         }
 
-    def seconds_to_exit(self, ended: float) -> float | None:
-        """Seconds from the file's writing to its process's end seen at `ended` (the same clock), where both are
-        known and the span is plausible (the file lies where user code can write)."""
-        if not self.written_at or not ended:
-            return None
+    def seconds_to_exit(self, ended: float, ran: float) -> float | None:
+        """Seconds from the file's writing to the end of its process, seen at `ended` (the same clock) after it ran
+        `ran` seconds; None unless both ends are known and the file was written while it ran (it lies where user
+        code can write)."""
         seconds = ended - self.written_at
-        return seconds if 0 <= seconds < 86400 else None
+        return seconds if self.written_at and ended and 0 <= seconds <= ran else None
 
     @classmethod
     def _parse(cls, text: str) -> HarnessStatus | None:
@@ -92,7 +91,7 @@ class HarnessStatus:
             return None
         written_at = fields.get("written_at", 0.0)
         if not isinstance(written_at, int | float) or isinstance(written_at, bool):
-            return None
+            fields["written_at"] = 0.0  # a timing only: not said
         builds = fields.get("builds", [])
         if not isinstance(builds, list) or not all(isinstance(b, dict) for b in builds):
             return None

@@ -13,6 +13,7 @@ import secrets
 from pathlib import Path
 
 from profsvc.build.python_problem import HarnessStatus, harness_argv
+from profsvc.proc import ProcessResult
 from profsvc.scheduler.jobs import ProgressSink, SourceSpec
 from profsvc.scheduler.relay import Relay
 from profsvc.scheduler.scheduler import JUDGE_MODULE, Scheduler
@@ -43,17 +44,16 @@ async def run_checks(
         async with scheduler.gpu_lease(job) as gpu:
             job.progress(Stage.RUNNING, f"running {mode} on GPU {gpu}")
             with scheduler.telemetry.stage(mode):
-                status, ended = await _judged(scheduler, source, mode, options, gpu, own_kernel)
-        scheduler.record_phases(mode, status, ended)
+                status, judge = await _judged(scheduler, source, mode, options, gpu, own_kernel)
+        scheduler.record_phases(mode, status, judge.ended, judge.seconds)
         job.progress(Stage.DONE, "done")
         return compiled, status
 
 
 async def _judged(
     scheduler: Scheduler, source: SourceSpec, mode: str, options: dict[str, int | str], gpu: int, own_kernel: bool
-) -> tuple[HarnessStatus, float]:
-    """The judge and the candidate's process, paired by a relay; the judge's status, and when its process's end
-    was seen."""
+) -> tuple[HarnessStatus, ProcessResult]:
+    """The judge and the candidate's process, paired by a relay; the judge's status, and how its process ended."""
     relay = Relay()
     status_name = f"{mode}-status.json"
     timeout = scheduler.config.limits.job_timeout_s
@@ -119,14 +119,10 @@ async def _judged(
             readonly=[scheduler.cache.root],
             stdin=secret,
             handlers={"candidate": relay.judge_command},
-        ) as (process, cell):
+        ) as (judge, cell):
             status = HarnessStatus.read(
-                cell / status_name,
-                returncode=process.returncode,
-                timed_out=process.timed_out,
-                output=process.stderr,
+                cell / status_name, returncode=judge.returncode, timed_out=judge.timed_out, output=judge.stderr
             )
-            ended = process.ended
     finally:
         relay.judge_ended()
         # The candidate's process was told to exit: a moment for that, then it is killed.
@@ -135,4 +131,4 @@ async def _judged(
             running.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await running
-    return status, ended
+    return status, judge

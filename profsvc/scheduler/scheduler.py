@@ -338,12 +338,13 @@ class Scheduler:
 
     # ------------------------------------------------------------ builds
 
-    def record_phases(self, stage: str, status: HarnessStatus, ended: float = 0.0) -> None:
-        """Export the worker's phase timings as stages `stage:phase`: where a stage's time goes. With `ended`
-        (when its process's end was seen), also `stage:exit`, from its status written to that end."""
+    def record_phases(self, stage: str, status: HarnessStatus, ended: float = 0.0, ran: float = 0.0) -> None:
+        """Export the worker's phase timings as stages `stage:phase`: where a stage's time goes. With `ended` and
+        `ran` (when its process's end was seen, after how long a run), also `stage:exit`, from its status written
+        to that end."""
         for phase, seconds in status.phase_seconds().items():
             self.telemetry.observe(f"{stage}:{phase}", seconds)
-        exited = status.seconds_to_exit(ended)
+        exited = status.seconds_to_exit(ended, ran)
         if exited is not None:
             self.telemetry.observe(f"{stage}:exit", exited)
 

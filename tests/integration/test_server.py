@@ -436,6 +436,7 @@ def test_analyze_carries_hints_and_a_roofline_chart(client, tmp_path):
 
 def test_analyze_without_charts_draws_none_and_reads_the_same_figures(client, served, tmp_path):
     charted = client.analyze(FIXTURES / "big_full.ncu-rep")
+    assert {a.name for a in charted.artifacts} == {"roofline.png", "roofline.svg"}
     plain = client.analyze(FIXTURES / "big_full.ncu-rep", skip_charts=True)
     assert plain.artifacts == []
     assert plain.kernels == charted.kernels and plain.aggregate == charted.aggregate

@@ -215,3 +215,9 @@ def test_an_evaluation_runs_correctness_timing_and_its_profile_in_its_precision_
         .argv(tmp_path)
     )
     assert argv[argv.index("--precision") + 1] == "fp16" and argv[argv.index("--mode") + 1] == "profile"
+
+
+def test_an_evaluation_that_skips_the_charts_profiles_without_them(scheduler):
+    asyncio.run(evaluate(scheduler, _problem(Precision.FP32), 0, False, charts=False))  # type: ignore[arg-type]
+    (spec,) = scheduler.profiles
+    assert spec.charts is False
