@@ -149,15 +149,7 @@ class AsyncProfilerClient(_Connection):
     ) -> ProfileResult:
         """Profile under ncu; `on_progress` (plain or async) sees each progress event."""
         request = profile_request(
-            source,
-            kernel_filter,
-            metric_set,
-            session_id,
-            metrics,
-            derived,
-            html_report,
-            clock_control,
-            skip_charts=skip_charts,
+            source, kernel_filter, metric_set, session_id, metrics, derived, html_report, clock_control, skip_charts
         )
         return await self._stream(self._stub.Profile, request, ProfileResult, on_progress)
 
@@ -213,7 +205,7 @@ class AsyncProfilerClient(_Connection):
         """Static check, compile, correctness, timing, memory, launches, SOL and a short profile (as the sync
         client)."""
         request = evaluate_request(
-            source, trials, skip_profile, session_id, policy, precision, clock_control, skip_charts=skip_charts
+            source, trials, skip_profile, session_id, policy, precision, clock_control, skip_charts
         )
         return await self._stream(self._stub.Evaluate, request, EvaluateResult, on_progress)
 
@@ -232,9 +224,7 @@ class AsyncProfilerClient(_Connection):
         # The pieces are made again for each try: a stream is not replayed.
         reply = await self._unary(
             lambda _, **options: self._stub.Analyze(
-                analyze_requests(
-                    report, kernel_filter, session_id, metrics, derived, html_report, skip_charts=skip_charts
-                ),
+                analyze_requests(report, kernel_filter, session_id, metrics, derived, html_report, skip_charts),
                 **options,
             ),
             None,

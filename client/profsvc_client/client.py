@@ -172,7 +172,6 @@ def profile_request(
     derived: Sequence[str] = (),
     html_report: bool = False,
     clock_control: ClockControl | str = DEFAULT_CLOCK_CONTROL,
-    *,
     skip_charts: bool = False,
 ) -> pb.ProfileRequest:
     """The ProfileRequest for these arguments (shared by the sync and asyncio clients)."""
@@ -228,7 +227,6 @@ def evaluate_request(
     policy: StaticPolicy | None,
     precision: Precision | str = DEFAULT_PRECISION,
     clock_control: ClockControl | str = DEFAULT_CLOCK_CONTROL,
-    *,
     skip_charts: bool = False,
 ) -> pb.EvaluateRequest:
     """The EvaluateRequest (both clients)."""
@@ -266,7 +264,6 @@ def analyze_requests(
     metrics: Sequence[str] = (),
     derived: Sequence[str] = (),
     html_report: bool = False,
-    *,
     skip_charts: bool = False,
 ) -> Iterator[pb.AnalyzeRequest]:
     """The Analyze upload for a report given as a path or as its bytes: a first message naming the file, its size
@@ -439,15 +436,7 @@ class ProfilerClient(_Connection):
         them: most of reading a small report.
         """
         request = profile_request(
-            source,
-            kernel_filter,
-            metric_set,
-            session_id,
-            metrics,
-            derived,
-            html_report,
-            clock_control,
-            skip_charts=skip_charts,
+            source, kernel_filter, metric_set, session_id, metrics, derived, html_report, clock_control, skip_charts
         )
         return self._stream(self._stub.Profile, request, ProfileResult, on_progress)
 
@@ -567,7 +556,7 @@ class ProfilerClient(_Connection):
         `skip_charts`: the profile draws no roofline chart (as `profile`).
         """
         request = evaluate_request(
-            source, trials, skip_profile, session_id, policy, precision, clock_control, skip_charts=skip_charts
+            source, trials, skip_profile, session_id, policy, precision, clock_control, skip_charts
         )
         return self._stream(self._stub.Evaluate, request, EvaluateResult, on_progress)
 
@@ -587,9 +576,7 @@ class ProfilerClient(_Connection):
         # The pieces are made again for each try: a stream is not replayed.
         reply = self._unary(
             lambda _, **options: self._stub.Analyze(
-                analyze_requests(
-                    report, kernel_filter, session_id, metrics, derived, html_report, skip_charts=skip_charts
-                ),
+                analyze_requests(report, kernel_filter, session_id, metrics, derived, html_report, skip_charts),
                 **options,
             ),
             None,
