@@ -10,7 +10,8 @@ alternates three ways to end once its status is written:
 - `exit at once`: os._exit, as the judge and the candidate's process end (nothing runs).
 
 For each run: ncu's wall time, the seconds from the status file's write to ncu's end, the passes ncu printed and
-the kernels the report holds (one: the measured call's), so an exit that loses the report shows.
+the metrics of each kernel the report holds (one kernel: the measured call's), so an exit that cuts the report
+short shows.
 
     python tools/exit_cost.py --out DIR [--runs 3] [--problem tests/fixtures/seed47.py]
 """
@@ -55,12 +56,14 @@ EXITS = ("teardown", "libc exit", "exit at once")
 PASSES = re.compile(r"-\s*(\d+)\s*pass")
 
 
-def kernels_in(report: Path) -> int:
-    """How many profiled kernels the report holds (NVIDIA's reader); -1 when there is none to read."""
+def metrics_per_kernel(report: Path) -> list[int]:
+    """The metrics each profiled kernel of the report holds (NVIDIA's reader), so that a report cut short shows;
+    empty when there is none to read."""
     if not report.is_file():
-        return -1
+        return []
     context = load_reader().load_report(str(report))
-    return sum(context.range_by_idx(r).num_actions() for r in range(context.num_ranges()))
+    ranges = [context.range_by_idx(r) for r in range(context.num_ranges())]
+    return [len(r.action_by_idx(a).metric_names()) for r in ranges for a in range(r.num_actions())]
 
 
 def main() -> int:
@@ -102,19 +105,19 @@ def main() -> int:
                 # times `profile:exit`).
                 "after_status_s": end - written["written_at"] if "written_at" in written else float("nan"),
                 "passes": [int(p) for p in PASSES.findall(done.stdout)],
-                "kernels": kernels_in(report),
+                "metrics_per_kernel": metrics_per_kernel(report),
             }
             results[name].append(sample)
             print(name, run, json.dumps(sample), flush=True)
             if done.returncode:
                 (args.out / f"{stem}.log").write_text(done.stdout + done.stderr)
     (args.out / "exit_cost.json").write_text(json.dumps(results, indent=1))
-    print("| exit | ncu wall (median) | status written to ncu's end (median) | kernels in the report | runs |")
+    print("| exit | ncu wall (median) | status written to ncu's end (median) | metrics per kernel | runs |")
     print("| --- | --- | --- | --- | --- |")
     for name, samples in results.items():
         wall = statistics.median(s["wall_s"] for s in samples)
         after = statistics.median(s["after_status_s"] for s in samples)
-        kernels = sorted({s["kernels"] for s in samples})
+        kernels = sorted({tuple(s["metrics_per_kernel"]) for s in samples})
         print(f"| {name} | {wall:.2f} s | {after:.3f} s | {kernels} | {len(samples)} |")
     return 0
 
