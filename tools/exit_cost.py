@@ -4,10 +4,10 @@ Builds the problem once (the harness's compile mode), then runs the worker harne
 profsvc's ncu command (the default metric set, the measured call's NVTX range), as a fresh profile job runs, and
 alternates three ways to end once its status is written:
 
-- `teardown`: Python's usual exit, as the harness ends a profile (ncu finishes its report as its target ends);
+- `teardown`: Python's usual exit (ncu finishes its report as its target ends);
 - `libc exit`: the C library's exit, which runs the atexit handlers of the libraries loaded (ncu's injection,
   CUDA's) but not Python's teardown of its modules (torch's among them);
-- `exit at once`: os._exit, as the judge and the candidate's process end (nothing runs).
+- `exit at once`: os._exit, as every worker ends (nothing runs).
 
 For each run: ncu's wall time, the seconds from the status file's write to ncu's end, the passes ncu printed and
 the metrics of each kernel the report holds (one kernel: the measured call's), so an exit that cuts the report
@@ -40,17 +40,22 @@ from profsvc.metrics.reader import load_reader  # noqa: E402
 from profsvc.ncu.command import NcuOptions, ncu_command  # noqa: E402
 from profsvc.ncu.metric_sets import resolve  # noqa: E402
 
-# The harness run as `python -m` would; once it returns (its status written), it ends the way argv[1] names.
+# The harness run as `python -m` would; once its status is written, it ends the way argv[1] names.
 CHILD = """
-import ctypes, os, sys
+import ctypes, sys
 from profsvc.worker import harness
-code = harness.main(sys.argv[2:])
-sys.stdout.flush(); sys.stderr.flush()
-if sys.argv[1] == "libc-exit":
-    ctypes.CDLL(None).exit(code)
-if sys.argv[1] == "exit-at-once":
-    os._exit(code)
-sys.exit(code)
+exit_at_once = harness.exit_without_teardown
+
+def end(code):
+    sys.stdout.flush(); sys.stderr.flush()
+    if sys.argv[1] == "libc-exit":
+        ctypes.CDLL(None).exit(code)
+    if sys.argv[1] == "exit-at-once":
+        exit_at_once(code)
+    sys.exit(code)
+
+harness.exit_without_teardown = end
+harness.main(sys.argv[2:])
 """
 EXITS = ("teardown", "libc exit", "exit at once")
 PASSES = re.compile(r"-\s*(\d+)\s*pass")

@@ -19,6 +19,12 @@ wheels=(
   # what dask, distributed and bokeh require beyond the image's torch, typer and matplotlib (their metadata's
   # Requires-Dist): carried whether or not the image has them, as it lists none of them
   cloudpickle==3.1.3 msgpack==1.2.4 psutil==7.2.2 pyyaml==6.0.4 sortedcontainers==2.4.0 toolz==1.2.0 narwhals==2.29.0
+  # the MCP server (profsvc mcp) and the MCP SDK's client in its GPU test; click and typing-extensions come with
+  # the image's typer and torch
+  mcp==2.3.0 mcp-types==2.3.0 anyio==4.16.0 httpx2==2.17.0 httpcore2==2.17.0 h11==0.16.0 idna==3.20
+  truststore==0.10.5 jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==2026.9.1
+  attrs==26.1.0 opentelemetry-api==1.45.3 pyjwt==2.15.1 cryptography==50.0.2 cffi==2.1.1 pycparser==3.12
+  python-multipart==0.0.34 sse-starlette==3.7.1 starlette==1.10.0 uvicorn==0.55.0
 )
 platforms=()
 for n in 39 35 34 31 28 27 24 17 5; do platforms+=(--platform "manylinux_2_${n}_x86_64"); done

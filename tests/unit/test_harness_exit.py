@@ -49,10 +49,10 @@ def get_init_inputs():
 """
 
 
-@pytest.mark.parametrize(("mode", "teardown"), [("compile", False), ("profile", True)])
-def test_only_a_job_under_ncu_exits_through_pythons_teardown(tmp_path, mode, teardown):
+@pytest.mark.parametrize("mode", ["compile", "profile"])
+def test_no_job_exits_through_pythons_teardown(tmp_path, mode):
     # The problem's own atexit handler shows whether Python's teardown ran. On this machine the profile job
-    # fails (no GPU) and still ends the usual way: ncu finishes its report at the process's normal exit.
+    # fails (no GPU); under ncu its report keeps every metric all the same (tools/exit_cost.py).
     pytest.importorskip("torch")
     from profsvc.build.python_problem import harness_argv
 
@@ -63,4 +63,4 @@ def test_only_a_job_under_ncu_exits_through_pythons_teardown(tmp_path, mode, tea
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "client")])}
     done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert json.loads(status.read_text())["ok"] is (mode == "compile")
-    assert ("teardown ran" in done.stdout) is teardown
+    assert "teardown ran" not in done.stdout
