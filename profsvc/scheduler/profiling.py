@@ -72,7 +72,7 @@ async def _profiled(scheduler: Scheduler, job: Job, spec: ProfileSpec) -> Profil
             timed_out=outcome.timed_out,
             output=outcome.output_tail,
         )
-        # Its exit: the worker's after its status (Python's teardown), then ncu's own (the report written).
+        # Its exit: the worker's process ending after its status is written, then ncu's own (the report written).
         scheduler.record_phases("profile", status, outcome.ended, outcome.seconds)
         # Extensions built lazily during the run: their lines too.
         locations.update(source_map(status.builds, source.main_name))
