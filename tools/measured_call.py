@@ -98,8 +98,7 @@ def main() -> None:
             print("median", pattern, json.dumps(medians), flush=True)
             results[pattern] = {"profiles": rows, "medians": medians}
     finally:
-        server.process.terminate()
-        server.process.wait(30)
+        server.stop()
     (args.out / "measured_call.json").write_text(json.dumps(results, indent=1))
 
 
