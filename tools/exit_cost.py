@@ -122,8 +122,8 @@ def main() -> int:
     for name, samples in results.items():
         wall = statistics.median(s["wall_s"] for s in samples)
         after = statistics.median(s["after_status_s"] for s in samples)
-        kernels = sorted({tuple(s["metrics_per_kernel"]) for s in samples})
-        print(f"| {name} | {wall:.2f} s | {after:.3f} s | {kernels} | {len(samples)} |")
+        metrics = sorted({tuple(s["metrics_per_kernel"]) for s in samples})
+        print(f"| {name} | {wall:.2f} s | {after:.3f} s | {metrics} | {len(samples)} |")
     return 0
 
 
