@@ -25,8 +25,10 @@ from profsvc.jobfiles import remove_tree, remove_tree_soon
 from profsvc.proc import Launch, ProcessResult, StartedProcess
 from profsvc.scheduler.control import Handler, ServerChannel
 from profsvc.scheduler.disk_guard import DiskGuard
+from profsvc.scheduler.gpu_turns import GpuTurns
 from profsvc.scheduler.warm_pool import StandbyGone, StandbyPool, StandbySpec, timing_name
 from profsvc.telemetry import add_timing
+from profsvc.worker.control import GPU_TURN
 
 MakeArgv = Callable[[Path], list[str]]
 # The first process of every job process (profsvc/worker/supervise.py, run as a file: it imports nothing of the
@@ -52,8 +54,10 @@ class Cells:
         cuda_arch: str,
         base_handlers: Mapping[str, Handler],
         disk: DiskGuard,
+        turns: GpuTurns,
     ) -> None:
         self.root = root
+        self.turns = turns
         self.disk = disk
         self.python = python
         self.jail = jail
@@ -92,7 +96,8 @@ class Cells:
             launch=lambda argv, directory, fds: self.launch(
                 argv, directory, gpu=gpu is not None, readonly=readonly, pass_fds=fds
             ),
-            handlers=self.base_handlers,
+            # A GPU worker asks for its turn before its CUDA start (scheduler.gpu_turns).
+            handlers=self.base_handlers if gpu is None else {**self.base_handlers, GPU_TURN: self.turns.handler(gpu)},
         )
 
     def new(self) -> Path:
@@ -130,11 +135,14 @@ class Cells:
         handlers: Mapping[str, Handler] | None = None,
         fresh: Callable[[list[str], Path], list[str]] | None = None,
         extra_env: Mapping[str, str] | None = None,
+        while_running: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
     ) -> AsyncIterator[tuple[ProcessResult, Path]]:
         """Run `make_argv(cell)` in a cell: the kind's warm worker where one is ready, else a fresh process
         (`fresh(argv, cell)` wraps its argv, e.g. in ncu). Yields how it ended and the cell, which lives until the
-        block ends.
+        block ends. `while_running()` is held from the job's hand-over to its process's end (a worker is taken
+        first).
         """
+        running = while_running or contextlib.nullcontext
         standby = await self.standby.take(kind) if kind else None
         if standby is not None:
             try:
@@ -147,7 +155,7 @@ class Cells:
                 argv = make_argv(standby.directory)
                 text = stdin.decode() if stdin else ""
                 try:
-                    with self.disk.running(standby.directory, standby.process):
+                    with running(), self.disk.running(standby.directory, standby.process):
                         result = await standby.run(
                             argv[3:], cwd=standby.directory, stdin=text, timeout=timeout, on_stdout=on_stdout
                         )
@@ -172,7 +180,7 @@ class Cells:
                 argv, cwd=cell, env=env, stdin_data=stdin, on_stdout=on_stdout, launch=launch
             )
             channel.handed_over()
-            with self.disk.running(cell, process):
+            with running(), self.disk.running(cell, process):
                 result = self.disk.explained(cell, await process.finish(timeout))
             # A fresh process's time includes its start (Python, torch, ncu), which a warm worker paid ahead.
             add_timing(f"{timing_name(kind)}:fresh_run" if kind else "fresh_run", result.seconds)

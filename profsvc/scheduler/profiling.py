@@ -151,6 +151,7 @@ async def _run_ncu(
         readonly=target.readonly,
         on_stdout=parser.feed,
         fresh=fresh,
+        while_running=lambda: scheduler.gpu_turns.profiling(gpu),
     ) as (process, cell):
         outcome = ncu_outcome(commands[-1] if commands else [], process, parser, cell / REPORT_NAME)
         if warm:  # its ncu counts one launch more (warm_ncu_options), one the job may have used

@@ -34,6 +34,7 @@ from profsvc.scheduler.artifacts import Workspaces
 from profsvc.scheduler.cells import Cells, supervised
 from profsvc.scheduler.compiled import CompiledSources
 from profsvc.scheduler.disk_guard import DiskGuard
+from profsvc.scheduler.gpu_turns import GpuTurns
 from profsvc.scheduler.jobs import ProgressSink, SourceSpec
 from profsvc.scheduler.ncu_options import warm_ncu_options
 from profsvc.scheduler.parsing import Parsers
@@ -103,6 +104,8 @@ class Scheduler:
         self._admitted = 0
         self._waiting_for_gpu = 0
         self.standby = StandbyPool(config.state_dir / "standby")
+        # Warm workers start their CUDA work while no profile runs on their GPU.
+        self.gpu_turns = GpuTurns()
         index_root = config.state_dir / "index"
         index_root.mkdir(parents=True, exist_ok=True)
         self.index = BuildCacheIndex(self.cache.root, index_root.resolve())
@@ -121,6 +124,7 @@ class Scheduler:
             cuda_arch=config.cuda_arch or host.default_arch,
             base_handlers={"build": self.builds.handle},
             disk=DiskGuard(config.state_dir, config.disk_reserve_bytes),
+            turns=self.gpu_turns,
         )
         self._disk_guard: asyncio.Task[None] | None = None
         self.kinds = KindContext(

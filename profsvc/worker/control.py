@@ -18,6 +18,9 @@ CONTROL_FD = "PROFSVC_CONTROL_FD"
 # Largest message either side accepts: a build request carries the user's sources and up to 16 MiB of the files
 # they include (profsvc.build.request).
 MESSAGE_LIMIT = 24 << 20
+# A warm worker's request before its CUDA start: answered once no profile runs on its GPU
+# (profsvc.scheduler.gpu_turns).
+GPU_TURN = "gpu_turn"
 
 
 class ChannelClosed(ConnectionError):
@@ -53,3 +56,7 @@ class ControlChannel:
         if not isinstance(reply, dict):
             raise ChannelClosed("the server's reply is not an object")
         return reply
+
+    def detach(self) -> None:
+        """Let go of the socket without closing it: the job's own channel object uses the descriptor after."""
+        self._socket.detach()

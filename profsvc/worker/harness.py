@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 
 from profsvc.metrics.nvtx import MEASURED_RANGE, PROFILER_WARMUP_RANGE, PROFSVC_DOMAIN
 from profsvc.worker.candidate import serve_judge
-from profsvc.worker.control import ControlChannel
+from profsvc.worker.control import GPU_TURN, ControlChannel
 from profsvc.worker.exchange import to_device
 from profsvc.worker.faults import fault_kind, says_no_gpu
 from profsvc.worker.inline_cache import InlineRecorder, install
@@ -198,6 +198,19 @@ def run(args: argparse.Namespace, status: dict[str, Any], recorder: InlineRecord
     status["ok"] = True
 
 
+def wait_for_gpu_turn() -> None:
+    """Before a warm worker's CUDA start: wait until the server says no profile runs on its GPU."""
+    channel = ControlChannel.from_environment()
+    if channel is None:
+        return
+    try:
+        channel.request(GPU_TURN)
+    except (OSError, ValueError):
+        pass  # a channel gone ends the worker at its job; warming up goes on meanwhile
+    finally:
+        channel.detach()
+
+
 def warm_gpu() -> None:
     """What a warm worker pays before its job: torch, its extension builder and, with a GPU, a CUDA context."""
     import torch
@@ -208,6 +221,7 @@ def warm_gpu() -> None:
         import nvtx  # noqa: F401
     if not os.environ.get("CUDA_VISIBLE_DEVICES"):
         return
+    wait_for_gpu_turn()
     # Creates the context without launching a kernel (under ncu, nothing to profile yet).
     torch.cuda.mem_get_info()
     if os.environ.get(WARM_LIBRARIES) == "1":

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from profsvc.scheduler.cells import Cells
 from profsvc.scheduler.disk_guard import DiskGuard, cell_bytes
+from profsvc.scheduler.gpu_turns import GpuTurns
 from profsvc.scheduler.warm_pool import StandbyPool
 
 WRITER = (
@@ -30,6 +31,7 @@ def _cells(root: Path, reserve: int, least: int | None = None) -> Cells:
         cuda_arch="9.0",
         base_handlers={},
         disk=DiskGuard(root, reserve, least),
+        turns=GpuTurns(),
     )
 
 

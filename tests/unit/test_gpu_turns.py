@@ -1,0 +1,142 @@
+"""Warm workers start their CUDA work while no profile runs on their GPU (profsvc.scheduler.gpu_turns)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from profsvc.scheduler.cells import Cells
+from profsvc.scheduler.disk_guard import DiskGuard
+from profsvc.scheduler.gpu_turns import GpuTurns
+from profsvc.scheduler.warm_pool import StandbyPool
+from profsvc.worker.control import GPU_TURN
+
+ROOT = Path(__file__).resolve().parents[2]
+# A worker's CUDA start, as a warm worker asks for it: prints how long it waited for its turn.
+ASKS = (
+    "import sys, time\n"
+    f"sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'contract')!r}]\n"
+    "from profsvc.worker.harness import wait_for_gpu_turn\n"
+    "start = time.monotonic()\n"
+    "wait_for_gpu_turn()\n"
+    "print(time.monotonic() - start)\n"
+)
+
+
+def _cells(root: Path, turns: GpuTurns) -> Cells:
+    return Cells(
+        root / "cells",
+        None,
+        StandbyPool(root / "standby"),
+        python=sys.executable,
+        cuda_arch="9.0",
+        base_handlers={},
+        disk=DiskGuard(root, 0),
+        turns=turns,
+    )
+
+
+def test_a_turn_waits_for_the_profile_on_its_gpu_only():
+    async def body() -> tuple[bool, bool, bool, float]:
+        turns = GpuTurns()
+        with turns.profiling(0):
+            other_gpu = await turns.turn(1, limit=0.1)
+            cut_short = await turns.turn(0, limit=0.2)
+            waiting = asyncio.create_task(turns.turn(0))
+            await asyncio.sleep(0.3)
+            still_waiting = not waiting.done()
+            start = time.monotonic()
+        quiet = await waiting
+        return other_gpu, cut_short, still_waiting and quiet, time.monotonic() - start
+
+    other_gpu, cut_short, waited_then_quiet, after_end = asyncio.run(body())
+    assert other_gpu
+    assert not cut_short  # the limit: a warm worker never waits for long
+    assert waited_then_quiet and after_end < 0.1
+
+
+def test_two_profiles_on_one_gpu_keep_it_busy_until_both_end():
+    async def body() -> list[bool]:
+        turns = GpuTurns()
+        seen = []
+        with turns.profiling(0):
+            with turns.profiling(0):
+                pass
+            seen.append(await turns.turn(0, limit=0.1))
+        seen.append(await turns.turn(0, limit=0.1))
+        return seen
+
+    assert asyncio.run(body()) == [False, True]
+
+
+def test_only_gpu_workers_may_ask_for_a_turn(tmp_path):
+    cells = _cells(tmp_path, GpuTurns())
+    command = lambda directory: ["true"]  # noqa: E731
+    assert GPU_TURN in (cells.spec(command, 0).handlers or {})
+    assert GPU_TURN not in (cells.spec(command, None).handlers or {})
+
+
+def test_a_workers_cuda_start_waits_over_its_channel_until_the_profile_ends(tmp_path):
+    turns = GpuTurns()
+    cells = _cells(tmp_path, turns)
+
+    async def asks(profile_s: float) -> float:
+        handlers = {GPU_TURN: turns.handler(0)}
+        argv = lambda cell: [sys.executable, "-c", ASKS]  # noqa: E731
+        with turns.profiling(0) if profile_s else contextlib.nullcontext():
+            job = asyncio.create_task(_run(cells, argv, handlers))
+            await asyncio.sleep(profile_s)
+        return await job
+
+    waited_beside = asyncio.run(asks(2.0))
+    waited_alone = asyncio.run(asks(0.0))
+    assert waited_beside > 1.0  # asked after its start (well under a second), answered at the profile's end
+    assert waited_alone < 0.5
+
+
+def test_the_profile_is_held_from_the_hand_over_to_its_process_end(tmp_path):
+    cells = _cells(tmp_path, GpuTurns())
+    events: list[tuple[str, float]] = []
+
+    @contextlib.contextmanager
+    def running() -> Iterator[None]:
+        events.append(("held", time.monotonic()))
+        yield
+        events.append(("let go", time.monotonic()))
+
+    async def body() -> float:
+        argv = lambda cell: [sys.executable, "-c", "import time; time.sleep(1)"]  # noqa: E731
+        async with cells.run("", argv, files={}, gpu=None, timeout=60, while_running=running) as (result, _):
+            assert [name for name, _ in events] == ["held", "let go"]
+            return result.seconds
+
+    seconds = asyncio.run(body())
+    assert events[1][1] - events[0][1] >= min(seconds, 1.0) - 0.1
+
+
+async def _run(cells: Cells, argv, handlers) -> float:
+    async with cells.run("", argv, files={}, gpu=None, timeout=60, handlers=handlers) as (result, _):
+        assert result.returncode == 0, result.stderr
+        return float(result.stdout.strip().splitlines()[-1])
+
+
+def test_a_warm_gpu_worker_asks_for_its_turn_before_its_cuda_start(monkeypatch):
+    from profsvc.worker import harness
+
+    class Asked(Exception):
+        pass
+
+    def ask() -> None:
+        raise Asked
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    monkeypatch.setattr(harness, "wait_for_gpu_turn", ask)
+    # Raised before torch touches CUDA (on a machine without a GPU, CUDA's start would fail instead).
+    with pytest.raises(Asked):
+        harness.warm_gpu()
