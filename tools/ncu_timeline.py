@@ -176,8 +176,9 @@ def main() -> int:
             }
             results.setdefault(variant, []).append(sample)
             print(stem, json.dumps(sample), flush=True)
-    (args.out / "ncu_timeline.json").write_text(json.dumps(results, indent=1))
-    print("| variant | measured call | ncu starts the kernel | first pass | last pass | report line | ncu ends |")
+            # Written after every run: a run cut short keeps what it measured.
+            (args.out / "ncu_timeline.json").write_text(json.dumps(results, indent=1))
+    print("| variant | measured call | ncu takes the kernel | first pass | last pass | report line | ncu ends |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for variant, samples in results.items():
 

@@ -2,7 +2,8 @@
 
 Each jailed worker gets one end of a Unix socket pair at start; the server
 serves requests on the other end for the worker's whole life: `build` for its
-load_inline calls, and what the job attaches while it runs (the judge and the
+load_inline calls, `gpu_turn` before a warm worker's CUDA start
+(scheduler.gpu_turns), and what the job attaches while it runs (the judge and the
 candidate of a correctness check talk through it). A request the server does
 not know, or a malformed line, is answered with an error, never trusted.
 """

@@ -2,8 +2,10 @@
 
 A CUDA context made on a GPU while ncu profiles a kernel there lengthens the profile's measured call: on an H200,
 2.83 s with two processes making contexts beside it against 2.25 to 2.38 s alone, where eight busy CPU loops or
-four torch imports beside it changed nothing (tools/ncu_timeline.py). In an agent's back-to-back loop the warm
-workers that replace the ones just taken make theirs during the next profile. So a warm worker asks for its turn
+four torch imports beside it changed nothing (tools/ncu_timeline.py, one or two runs each; loops of a whole
+warm-up, mostly importing torch, made too few contexts in one run to show). In an agent's back-to-back loop the
+warm workers that replace the ones just taken make theirs during the next profile: holding them back took the
+unprimed measured call there from 2.64 to 2.30 s (benchmarks/RESULTS.md). So a warm worker asks for its turn
 (`gpu_turn` on its control channel, profsvc.worker.harness.wait_for_gpu_turn) before its CUDA start, and the
 server answers once no profile runs on its GPU. It never waits longer than TURN_LIMIT_S: a worker still warming
 when a job wants it would cost that job more.
@@ -50,7 +52,8 @@ class GpuTurns:
     async def turn(self, gpu: int, limit: float = TURN_LIMIT_S) -> bool:
         """Return once no profile runs on `gpu` (True), or after `limit` seconds (False)."""
         try:
-            await asyncio.wait_for(self._event(gpu).wait(), limit)
+            async with asyncio.timeout(limit):
+                await self._event(gpu).wait()
         except TimeoutError:
             return False
         return True
@@ -59,6 +62,7 @@ class GpuTurns:
         """The `gpu_turn` request of a warm worker on `gpu`: answered at its turn."""
 
         async def answer(_request: dict[str, Any]) -> dict[str, Any]:
-            return {"ok": True, "quiet": await self.turn(gpu)}
+            await self.turn(gpu)
+            return {"ok": True}
 
         return answer

@@ -205,8 +205,9 @@ def wait_for_gpu_turn() -> None:
         return
     try:
         channel.request(GPU_TURN)
-    except (OSError, ValueError):
-        pass  # a channel gone ends the worker at its job; warming up goes on meanwhile
+    except (OSError, ValueError) as error:
+        # Replies are matched by order: a job's requests on this channel would get this one's reply.
+        raise SystemExit(f"no answer to the warm-up's GPU turn: {error}") from error
     finally:
         channel.detach()
 

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
+from typing import Any
 
 from profsvc.scheduler.cells import Cells
 from profsvc.scheduler.disk_guard import DiskGuard
 from profsvc.scheduler.gpu_turns import GpuTurns
-from profsvc.scheduler.warm_pool import StandbyPool
+from profsvc.scheduler.warm_pool import StandbyPool, StandbySpec
+from profsvc.telemetry import collect_timings
 from profsvc.worker.control import GPU_TURN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +26,16 @@ ASKS = (
     "from profsvc.worker.harness import wait_for_gpu_turn\n"
     "start = time.monotonic()\n"
     "wait_for_gpu_turn()\n"
-    "print(time.monotonic() - start)\n"
+    "waited = time.monotonic() - start\n"
+    "from profsvc.worker.control import ControlChannel\n"
+    "assert ControlChannel.from_environment().request('after').get('ok')\n"
+    "print(waited)\n"
+)
+# A warm worker that sleeps its job's first argument (the warm path of Cells.run).
+SLEEPER = (
+    "import sys, time\n"
+    "from profsvc.worker.warm import job_argv\n"
+    "time.sleep(float(job_argv(None, warm=lambda: None)[0]))\n"
 )
 
 
@@ -58,7 +68,7 @@ def test_a_turn_waits_for_the_profile_on_its_gpu_only():
     other_gpu, cut_short, waited_then_quiet, after_end = asyncio.run(body())
     assert other_gpu
     assert not cut_short  # the limit: a warm worker never waits for long
-    assert waited_then_quiet and after_end < 0.1
+    assert waited_then_quiet and after_end < 0.5
 
 
 def test_two_profiles_on_one_gpu_keep_it_busy_until_both_end():
@@ -83,21 +93,31 @@ def test_only_gpu_workers_may_ask_for_a_turn(tmp_path):
 
 
 def test_a_workers_cuda_start_waits_over_its_channel_until_the_profile_ends(tmp_path):
-    turns = GpuTurns()
-    cells = _cells(tmp_path, turns)
+    async def asks(profiling: bool) -> float:
+        turns = GpuTurns()
+        cells = _cells(tmp_path, turns)
+        asked = asyncio.Event()
+        answer = turns.handler(0)
 
-    async def asks(profile_s: float) -> float:
-        handlers = {GPU_TURN: turns.handler(0)}
+        async def gpu_turn(request: dict[str, Any]) -> dict[str, Any]:
+            asked.set()
+            return await answer(request)
+
+        async def after(_request: dict[str, Any]) -> dict[str, Any]:
+            return {"ok": True}
+
+        handlers = {GPU_TURN: gpu_turn, "after": after}
         argv = lambda cell: [sys.executable, "-c", ASKS]  # noqa: E731
-        with turns.profiling(0) if profile_s else contextlib.nullcontext():
+        with turns.profiling(0) if profiling else contextlib.nullcontext():
             job = asyncio.create_task(_run(cells, argv, handlers))
-            await asyncio.sleep(profile_s)
+            if profiling:
+                # However long the process took to ask, the profile goes on 0.5 s after the question.
+                await asyncio.wait_for(asked.wait(), 60)
+                await asyncio.sleep(0.5)
         return await job
 
-    waited_beside = asyncio.run(asks(2.0))
-    waited_alone = asyncio.run(asks(0.0))
-    assert waited_beside > 1.0  # asked after its start (well under a second), answered at the profile's end
-    assert waited_alone < 0.5
+    assert asyncio.run(asks(profiling=True)) >= 0.4
+    assert asyncio.run(asks(profiling=False)) < 0.4
 
 
 def test_the_profile_is_held_from_the_hand_over_to_its_process_end(tmp_path):
@@ -120,6 +140,37 @@ def test_the_profile_is_held_from_the_hand_over_to_its_process_end(tmp_path):
     assert events[1][1] - events[0][1] >= min(seconds, 1.0) - 0.1
 
 
+def test_a_warm_workers_job_is_held_from_its_hand_over_to_its_end(tmp_path):
+    (tmp_path / "sleeper.py").write_text(SLEEPER)
+    cells = _cells(tmp_path, GpuTurns())
+    path = os.pathsep.join([str(ROOT), str(ROOT / "contract")])
+    spec = StandbySpec(
+        command=lambda d: [sys.executable, str(tmp_path / "sleeper.py"), "--standby", str(d), "--server-pid", "0"],
+        environment=lambda d: {**os.environ, "PYTHONPATH": path},
+    )
+    held: list[float] = []
+
+    @contextlib.contextmanager
+    def running() -> Iterator[None]:
+        start = time.monotonic()
+        yield
+        held.append(time.monotonic() - start)
+
+    async def body() -> bool:
+        cells.standby.keep("sleeper", spec)
+        try:
+            argv = lambda cell: [sys.executable, "-m", "sleeper", "1"]  # noqa: E731
+            with collect_timings() as timings:
+                async with cells.run("sleeper", argv, files={}, gpu=None, timeout=60, while_running=running) as ran:
+                    ok = ran[0].returncode == 0
+            return ok and "sleeper:run" in timings  # it ran on the warm worker
+        finally:
+            await cells.standby.close()
+
+    assert asyncio.run(body())
+    assert held and held[0] >= 0.9  # the job's one second, on the warm worker
+
+
 async def _run(cells: Cells, argv, handlers) -> float:
     async with cells.run("", argv, files={}, gpu=None, timeout=60, handlers=handlers) as (result, _):
         assert result.returncode == 0, result.stderr
@@ -127,16 +178,14 @@ async def _run(cells: Cells, argv, handlers) -> float:
 
 
 def test_a_warm_gpu_worker_asks_for_its_turn_before_its_cuda_start(monkeypatch):
+    import torch
+
     from profsvc.worker import harness
 
-    class Asked(Exception):
-        pass
-
-    def ask() -> None:
-        raise Asked
-
+    calls: list[str] = []
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-    monkeypatch.setattr(harness, "wait_for_gpu_turn", ask)
-    # Raised before torch touches CUDA (on a machine without a GPU, CUDA's start would fail instead).
-    with pytest.raises(Asked):
-        harness.warm_gpu()
+    monkeypatch.delenv("PROFSVC_WARM_LIBRARIES", raising=False)
+    monkeypatch.setattr(harness, "wait_for_gpu_turn", lambda: calls.append("turn"))
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: calls.append("cuda") or (0, 0))
+    harness.warm_gpu()
+    assert calls == ["turn", "cuda"]
