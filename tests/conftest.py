@@ -19,6 +19,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from profsvc.config import ServerConfig
 from profsvc.metrics.analysis import ReportAnalysis, analyze_report
+from profsvc.scheduler.cells import Cells
+from profsvc.scheduler.disk_guard import DiskGuard
+from profsvc.scheduler.gpu_turns import GpuTurns
+from profsvc.scheduler.warm_pool import StandbyPool
 from profsvc.server.app import EmbeddedServer
 from profsvc_client.client import ProfilerClient
 from profsvc_contract.models import KernelResult
@@ -86,6 +90,20 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def client(server: str) -> Iterator[ProfilerClient]:
     with ProfilerClient(server, timeout=300) as c:
         yield c
+
+
+def unjailed_cells(root: Path, disk: DiskGuard | None = None, turns: GpuTurns | None = None) -> Cells:
+    """Cells as the scheduler makes them, unjailed, for a test's own processes: cells and warm workers under root."""
+    return Cells(
+        root / "cells",
+        None,
+        StandbyPool(root / "standby"),
+        python=sys.executable,
+        cuda_arch="9.0",
+        base_handlers={},
+        disk=disk or DiskGuard(root, 0),
+        turns=turns or GpuTurns(),
+    )
 
 
 def wait_until(condition: Callable[[], object], what: str, timeout: float = 120.0) -> None:

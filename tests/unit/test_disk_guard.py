@@ -6,12 +6,9 @@ import asyncio
 import logging
 import shutil
 import sys
-from pathlib import Path
 
-from profsvc.scheduler.cells import Cells
 from profsvc.scheduler.disk_guard import DiskGuard, cell_bytes
-from profsvc.scheduler.gpu_turns import GpuTurns
-from profsvc.scheduler.warm_pool import StandbyPool
+from tests.conftest import unjailed_cells
 
 WRITER = (
     "import os, sys, time\n"
@@ -22,19 +19,6 @@ WRITER = (
 )
 
 
-def _cells(root: Path, reserve: int, least: int | None = None) -> Cells:
-    return Cells(
-        root / "cells",
-        None,
-        StandbyPool(root / "standby"),
-        python=sys.executable,
-        cuda_arch="9.0",
-        base_handlers={},
-        disk=DiskGuard(root, reserve, least),
-        turns=GpuTurns(),
-    )
-
-
 def test_du_counts_what_a_cell_holds(tmp_path):
     (tmp_path / "a").write_bytes(b"x" * (1 << 20))
     assert 1 << 20 <= cell_bytes(tmp_path) < 2 << 20
@@ -43,7 +27,7 @@ def test_du_counts_what_a_cell_holds(tmp_path):
 
 def test_under_the_reserve_the_job_that_wrote_the_most_is_stopped_and_told_why(tmp_path):
     # A reserve above the disk's free space stands for a disk that filled up; a job under `least` is not why.
-    cells = _cells(tmp_path, shutil.disk_usage(tmp_path).free + (1 << 40), least=4 << 20)
+    cells = unjailed_cells(tmp_path, DiskGuard(tmp_path, shutil.disk_usage(tmp_path).free + (1 << 40), 4 << 20))
 
     async def job(size: int, seconds: float) -> tuple[str, float]:
         argv = lambda cell: [sys.executable, "-c", WRITER, str(size), str(seconds)]  # noqa: E731

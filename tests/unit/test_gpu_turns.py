@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from profsvc.scheduler.cells import Cells
-from profsvc.scheduler.disk_guard import DiskGuard
 from profsvc.scheduler.gpu_turns import GpuTurns
-from profsvc.scheduler.warm_pool import StandbyPool, StandbySpec
+from profsvc.scheduler.warm_pool import StandbySpec
 from profsvc.telemetry import collect_timings
 from profsvc.worker.control import GPU_TURN
+from tests.conftest import unjailed_cells
 
 ROOT = Path(__file__).resolve().parents[2]
 # A worker's CUDA start, as a warm worker asks for it: prints how long it waited for its turn.
@@ -37,19 +37,6 @@ SLEEPER = (
     "from profsvc.worker.warm import job_argv\n"
     "time.sleep(float(job_argv(None, warm=lambda: None)[0]))\n"
 )
-
-
-def _cells(root: Path, turns: GpuTurns) -> Cells:
-    return Cells(
-        root / "cells",
-        None,
-        StandbyPool(root / "standby"),
-        python=sys.executable,
-        cuda_arch="9.0",
-        base_handlers={},
-        disk=DiskGuard(root, 0),
-        turns=turns,
-    )
 
 
 def test_a_turn_waits_for_the_profile_on_its_gpu_only():
@@ -86,7 +73,7 @@ def test_two_profiles_on_one_gpu_keep_it_busy_until_both_end():
 
 
 def test_only_gpu_workers_may_ask_for_a_turn(tmp_path):
-    cells = _cells(tmp_path, GpuTurns())
+    cells = unjailed_cells(tmp_path)
     command = lambda directory: ["true"]  # noqa: E731
     assert GPU_TURN in (cells.spec(command, 0).handlers or {})
     assert GPU_TURN not in (cells.spec(command, None).handlers or {})
@@ -95,7 +82,7 @@ def test_only_gpu_workers_may_ask_for_a_turn(tmp_path):
 def test_a_workers_cuda_start_waits_over_its_channel_until_the_profile_ends(tmp_path):
     async def asks(profiling: bool) -> float:
         turns = GpuTurns()
-        cells = _cells(tmp_path, turns)
+        cells = unjailed_cells(tmp_path, turns=turns)
         asked = asyncio.Event()
         answer = turns.handler(0)
 
@@ -121,7 +108,7 @@ def test_a_workers_cuda_start_waits_over_its_channel_until_the_profile_ends(tmp_
 
 
 def test_the_profile_is_held_from_the_hand_over_to_its_process_end(tmp_path):
-    cells = _cells(tmp_path, GpuTurns())
+    cells = unjailed_cells(tmp_path)
     events: list[tuple[str, float]] = []
 
     @contextlib.contextmanager
@@ -142,7 +129,7 @@ def test_the_profile_is_held_from_the_hand_over_to_its_process_end(tmp_path):
 
 def test_a_warm_workers_job_is_held_from_its_hand_over_to_its_end(tmp_path):
     (tmp_path / "sleeper.py").write_text(SLEEPER)
-    cells = _cells(tmp_path, GpuTurns())
+    cells = unjailed_cells(tmp_path)
     path = os.pathsep.join([str(ROOT), str(ROOT / "contract")])
     spec = StandbySpec(
         command=lambda d: [sys.executable, str(tmp_path / "sleeper.py"), "--standby", str(d), "--server-pid", "0"],
