@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "client"), str(ROOT / "tools")]
 
-from gpu_overhead import build_problem  # noqa: E402
+from gpu_overhead import harness_arguments, prepared  # noqa: E402
 
 from profsvc.build.python_problem import harness_argv  # noqa: E402
 from profsvc.metrics.nvtx import MEASURED_INCLUDE  # noqa: E402
@@ -74,18 +73,11 @@ def metrics_per_kernel(report: Path) -> list[int]:
 def main() -> int:
     """Alternate the three exits, write DIR/exit_cost.json and print a table of medians."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--problem", type=Path, default=ROOT / "tests/fixtures/seed47.py")
+    harness_arguments(parser, runs=3)
     args = parser.parse_args()
-    args.out = args.out.resolve()
-    args.out.mkdir(parents=True, exist_ok=True)
-    ncu = shutil.which("ncu")
-    if ncu is None:
-        raise SystemExit("ncu not found: run this on a GPU host")
+    ncu, cache, env = prepared(args)
     collection = resolve("")
     assert collection is not None
-    cache, env = build_problem(args.problem, args.out)
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in EXITS}
     for run in range(args.runs):
         for name in EXITS:

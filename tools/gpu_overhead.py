@@ -84,6 +84,25 @@ def build_problem(problem: Path, out: Path) -> tuple[Path, dict[str, str]]:
     return cache, env
 
 
+def harness_arguments(parser: argparse.ArgumentParser, runs: int) -> None:
+    """The options of a tool that runs the harness under ncu: --out, --runs, --problem."""
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--runs", type=int, default=runs)
+    parser.add_argument("--problem", type=Path, default=ROOT / "tests/fixtures/seed47.py")
+
+
+def prepared(args: argparse.Namespace) -> tuple[str, Path, dict[str, str]]:
+    """OUT made (args.out resolved), ncu's path (exits where there is none), and the problem built: ncu, its
+    cache and the harness's environment."""
+    args.out = args.out.resolve()
+    args.out.mkdir(parents=True, exist_ok=True)
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        raise SystemExit("ncu not found: run this on a GPU host")
+    cache, env = build_problem(args.problem, args.out)
+    return ncu, cache, env
+
+
 def rule_results(report: Path) -> int:
     """How many rule results the report's kernels hold (ncu_report)."""
     context = load_reader().load_report(str(report))

@@ -23,7 +23,6 @@ import argparse
 import hashlib
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
@@ -35,7 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "client"), str(ROOT / "tools")]
 
-from gpu_overhead import build_problem  # noqa: E402
+from gpu_overhead import harness_arguments, prepared  # noqa: E402
 
 from profsvc.build.python_problem import harness_argv  # noqa: E402
 from profsvc.metrics.nvtx import MEASURED_INCLUDE  # noqa: E402
@@ -135,19 +134,12 @@ def run_once(ncu: str, variant: str, argv: list[str], env: dict[str, str], cwd: 
 def main() -> int:
     """Run the variants, write DIR/ncu_timeline.json and print a table of medians."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--runs", type=int, default=3)
+    harness_arguments(parser, runs=3)
     parser.add_argument("--variant", action="append", choices=VARIANTS, help="variants to run (default: all)")
-    parser.add_argument("--problem", type=Path, default=ROOT / "tests/fixtures/seed47.py")
     args = parser.parse_args()
-    args.out = args.out.resolve()
-    args.out.mkdir(parents=True, exist_ok=True)
-    ncu = shutil.which("ncu")
-    if ncu is None:
-        raise SystemExit("ncu not found: run this on a GPU host")
+    ncu, cache, env = prepared(args)
     collection = resolve("")
     assert collection is not None
-    cache, env = build_problem(args.problem, args.out)
     results: dict[str, list[dict[str, Any]]] = {}
     for run in range(args.runs):
         for variant in args.variant or VARIANTS:
