@@ -2,8 +2,8 @@
 
 A jailed worker cannot build into the shared cache or see other jobs; what it
 needs from outside (a build of a load_inline call, the next step of a
-correctness check driven by the judge, a warm worker's turn to start CUDA) it asks for here: one JSON line out, one
-JSON line back, in turn. The channel is a Unix socket the server handed over at
+correctness check driven by the judge, a warm worker's turn to start CUDA) it
+asks for here: one JSON line out, one JSON line back, in turn. The channel is a Unix socket the server handed over at
 start (its descriptor in PROFSVC_CONTROL_FD).
 """
 
