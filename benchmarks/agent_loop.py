@@ -25,6 +25,8 @@ pattern is timed from the client's view, per call kind: p50, p90, max (seconds).
 `--unjailed` serves without the jail; `--jail-cost` runs `alternate` on a jailed server and then on an unjailed one
 in the same run, for the jail's cost. `--think S` runs `alternate` again with S seconds before each call, as an
 agent's model takes between its tool calls (4.7 to 15.3 s in a recorded trace of an agent on the seed problem).
+`--metric-set NAME` runs `alternate` again with each profile asking that set (`basic`: fewer passes, no stall
+reasons or source counters), as an agent may ask through its profile tool.
 `--full-size` also evaluates (no profile) and profiles each problem of benchmarks/full_size, whose inputs are
 gigabytes as in KernelBench's published problems, beside the same evaluation KernelBench's way in a fresh process.
 
@@ -58,6 +60,8 @@ CORPUS = ROOT / "tests" / "corpus"
 FULL_SIZE = ROOT / "benchmarks" / "full_size"
 PATTERNS = ("alternate", "new_source", "revise", "clients", "analyze", "baseline")
 ANALYZE_CLIENTS = 64
+# The alternating patterns' result keys: as served, with think time, with another metric set, unjailed.
+ALTERNATES = ("alternate", "alternate_think", "alternate_set", "alternate_unjailed")
 # What an agent harness without profsvc runs per candidate (argv: its folder, its module).
 KERNELBENCH_EVALUATION = """
 import sys, importlib, torch
@@ -125,10 +129,16 @@ def revised(tag: str) -> Any:
 
 
 def bench_alternate(
-    server: Server, rounds: int, results: dict[str, Any], key: str = "alternate", think: float = 0.0
+    server: Server,
+    rounds: int,
+    results: dict[str, Any],
+    key: str = "alternate",
+    think: float = 0.0,
+    metric_set: str = "",
 ) -> None:
     """Evaluate (no profile) and profile of the seed, alternating, `rounds` pairs; stored under `key`. `think`:
-    seconds between calls (an agent's model answering), none by default."""
+    seconds between calls (an agent's model answering), none by default; `metric_set`: the profile's set (the
+    server's default when empty)."""
     from profsvc_client.client import ProfilerClient, load_source
 
     source = load_source(SEED)
@@ -148,7 +158,7 @@ def bench_alternate(
                 f" timings={result.timings}"
             )
             time.sleep(think)
-            seconds, result = timed(lambda: client.profile(source, skip_charts=True))
+            seconds, result = timed(lambda: client.profile(source, skip_charts=True, metric_set=metric_set))
             profiles.append(seconds)
             profile_timings.append(dict(result.timings))
             log(f"{key} {i + 1}/{rounds}: profile {seconds:.2f} s ok={result.ok} timings={result.timings}")
@@ -325,7 +335,7 @@ def _env() -> dict[str, str]:
 def phase_lines(results: dict[str, Any]) -> list[str]:
     """One line per alternating pattern and call kind: the server's timings, median per phase (1 ms or more)."""
     lines = []
-    for key in ("alternate", "alternate_think", "alternate_unjailed"):
+    for key in ALTERNATES:
         for call, phases in results.get(key, {}).get("phases", {}).items():
             shown = ", ".join(f"`{name}` {seconds:.3f} s" for name, seconds in phases.items() if seconds >= 0.001)
             lines.append(f"Server timings, {key} {call}, p50 per phase: {shown}.")
@@ -336,7 +346,7 @@ def wait_lines(results: dict[str, Any]) -> list[str]:
     """One line per alternating pattern and call kind: the calls that waited 0.1 s or more for a warm worker (the
     server's `KIND:wait` timings), which p50s hide."""
     lines = []
-    for key in ("alternate", "alternate_think", "alternate_unjailed"):
+    for key in ALTERNATES:
         for call in ("evaluate", "profile"):
             timings = results["samples"].get(key, {}).get(f"{call}_timings", [])
             waits = [max((s for name, s in t.items() if name.endswith(":wait")), default=0.0) for t in timings]
@@ -375,13 +385,18 @@ def table(results: dict[str, Any]) -> str:
     clients, analyze = results.get("clients", {}), results.get("analyze", {})
     lines.append(row("alternate", "evaluate (no profile)", alternate.get("evaluate"), "p50 <= 1.0 s, p90 <= 1.5 p50"))
     lines.append(row("alternate", "profile", alternate.get("profile"), "p50 <= 2.0 s, p90 <= 1.5 p50"))
-    thinking = results.get("alternate_think", {})
-    for call in ("evaluate", "profile") if thinking else ():
-        pause = f"alternate, {results['think_s']:.1f} s before each call"
-        lines.append(row(pause, "evaluate (no profile)" if call == "evaluate" else call, thinking[call], ""))
+    variants = {
+        "alternate_think": f"alternate, {results.get('think_s') or 'think'} s before each call",
+        "alternate_set": f"alternate, profile's set `{results.get('metric_set') or 'NAME'}`",
+        "alternate_unjailed": "alternate, unjailed",
+    }
+    for key, pattern in variants.items():
+        stats = results.get(key, {})
+        lines += [
+            row(pattern, kind, stats.get(call), "")
+            for call, kind in (("evaluate", "evaluate (no profile)"), ("profile", "profile"))
+        ]
     unjailed = results.get("alternate_unjailed", {})
-    lines.append(row("alternate, unjailed", "evaluate (no profile)", unjailed.get("evaluate"), ""))
-    lines.append(row("alternate, unjailed", "profile", unjailed.get("profile"), ""))
     lines.append(row("new source", "compile + evaluate + profile", new_source.get("iteration"), "p50 <= 8 s"))
     lines.append(row("new source", "its compile", new_source.get("compile"), ""))
     revise = results.get("revise", {})
@@ -462,6 +477,9 @@ def main() -> int:
         help="also run `alternate` with this many seconds between calls (an agent's model answering)",
     )
     parser.add_argument(
+        "--metric-set", default="", help="also run `alternate` with each profile asking this metric set"
+    )
+    parser.add_argument(
         "--full-size", action="store_true", help="also evaluate and profile the problems of benchmarks/full_size"
     )
     args = parser.parse_args()
@@ -473,6 +491,7 @@ def main() -> int:
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "jailed": not args.unjailed,
         "think_s": args.think,
+        "metric_set": args.metric_set,
     }
     jail = ("--unjailed",) if args.unjailed else ()
     server = Server(work, "served", warm=True, options=jail)
@@ -488,6 +507,9 @@ def main() -> int:
             "analyze_plain": lambda: bench_analyze(server, args.rounds, results, "analyze_plain", skip_charts=True),
             "full_size": lambda: bench_full_size(server, work, results),
             "alternate_think": lambda: bench_alternate(server, args.rounds, results, "alternate_think", args.think),
+            "alternate_set": lambda: bench_alternate(
+                server, args.rounds, results, "alternate_set", metric_set=args.metric_set
+            ),
         }
         for name, step in steps.items():
             if (
@@ -495,6 +517,7 @@ def main() -> int:
                 or (name == "analyze_plain" and "analyze" in args.skip)
                 or (name == "full_size" and not args.full_size)
                 or (name == "alternate_think" and not args.think)
+                or (name == "alternate_set" and not args.metric_set)
             ):
                 continue
             try:

@@ -12,7 +12,11 @@ Variants, each run `--runs` times in turn:
 - with processes running beside the profile (started a second before it, killed after), as warm workers
   starting beside it run: `cpu` 8 busy loops; `import` 4 loops importing torch; `context` 2 loops creating and
   destroying a CUDA context; `warm` 3 loops of a GPU worker's warm-up (torch, a context, cuBLAS, CUPTI);
-  `ncu-warm` a loop of a warm ncu worker's warm-up (its process under ncu, nothing profiled).
+  `ncu-warm` a loop of a warm ncu worker's warm-up (its process under ncu, nothing profiled);
+- where a profile's seconds go, each one change to the collection: `basic` ncu's basic set; `no-source` the
+  default set without SourceCounters and the imported source (no SASS patching, no PC sampling); `one-pass` only
+  LaunchStats (ncu's fixed cost of a profiled kernel); `no-catalog` the default set's sections without the
+  catalog's metrics; `cache-off` `--cache-control none` (no flush per pass).
 
     python tools/ncu_timeline.py --out DIR [--runs 3] [--variant NAME ...] [--problem tests/fixtures/seed47.py]
 """
@@ -23,6 +27,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -63,7 +68,22 @@ while True:
     cuda.cuCtxDestroy_v2(context)
 """
 WARM_UP = "from profsvc.worker.harness import warm_gpu; warm_gpu()"
-VARIANTS = ("default", "rules-off", "nvtx-early", "cpu", "import", "context", "warm", "ncu-warm")
+VARIANTS = (
+    "default",
+    "rules-off",
+    "nvtx-early",
+    "cpu",
+    "import",
+    "context",
+    "warm",
+    "ncu-warm",
+    "basic",
+    "no-source",
+    "one-pass",
+    "no-catalog",
+    "cache-off",
+)
+PASSES = re.compile(r"(\d+) passes?")
 MARKS = {"profiling": "==PROF== Profiling", "first_pass": "0%", "last_pass": "100%", "report": "==PROF== Report:"}
 
 
@@ -87,6 +107,34 @@ def beside(variant: str, ncu: str) -> list[list[str]]:
         under_ncu = f"{ncu} --config-file off --target-processes all --nvtx --nvtx-include none/"
         return [loop(f"env -u {WARM_LIBRARIES} {under_ncu} {python} -c '{WARM_UP}'")]
     return []
+
+
+def collection(variant: str) -> tuple[str, ...]:
+    """The collection arguments a variant gives ncu."""
+    default = resolve("")
+    assert default is not None
+    if variant == "basic":
+        return ("--set", "basic")
+    if variant == "one-pass":
+        return ("--section", "LaunchStats")
+    args = default.collection_args()
+    if variant == "rules-off":
+        return (*args, "--apply-rules", "no")
+    # The default set's arguments are option-value pairs: a variant leaves some out.
+    left_out = {
+        "no-source": lambda pair: pair == ("--section", "SourceCounters") or pair[0] == "--import-source",
+        "no-catalog": lambda pair: pair[0] == "--metrics",
+    }.get(variant, lambda _: False)
+    pairs = zip(args[::2], args[1::2], strict=True)
+    return tuple(a for pair in pairs if not left_out(pair) for a in pair)
+
+
+def command(ncu: str, variant: str, options: NcuOptions, target: list[str]) -> list[str]:
+    """profsvc's ncu command for the variant (`cache-off`: no cache flush before each pass)."""
+    argv = ncu_command(ncu, options, target)
+    if variant == "cache-off":
+        argv[argv.index("--cache-control") + 1] = "none"
+    return argv
 
 
 def marks(chunks: list[tuple[float, str]], written_at: float) -> dict[str, float]:
@@ -138,23 +186,20 @@ def main() -> int:
     parser.add_argument("--variant", action="append", choices=VARIANTS, help="variants to run (default: all)")
     args = parser.parse_args()
     ncu, cache, env = prepared(args)
-    collection = resolve("")
-    assert collection is not None
     results: dict[str, list[dict[str, Any]]] = {}
     for run in range(args.runs):
         for variant in args.variant or VARIANTS:
             stem = f"{variant}-{run}"
             status, report = args.out / f"{stem}.json", args.out / f"{stem}.ncu-rep"
-            extra = ("--apply-rules", "no") if variant == "rules-off" else ()
             options = NcuOptions(
-                collection_args=(*collection.collection_args(), *extra),
+                collection_args=collection(variant),
                 export_path=report,
                 nvtx_include=[MEASURED_INCLUDE],
             )
             target = harness_argv(sys.executable, args.problem, None, cache, status, "profile")
             if variant == "nvtx-early":
                 target = [sys.executable, "-c", NVTX_EARLY, *target[3:]]
-            ran = run_once(ncu, variant, ncu_command(ncu, options, target), env, args.out, report)
+            ran = run_once(ncu, variant, command(ncu, variant, options, target), env, args.out, report)
             written = json.loads(status.read_text()) if status.exists() else {}
             written_at = written.get("written_at", float("nan"))
             final = hashlib.sha256(report.read_bytes()).hexdigest() if report.is_file() else ""
@@ -162,6 +207,7 @@ def main() -> int:
                 "rc": ran["rc"],
                 "wall_s": round(ran["wall_s"], 3),
                 "measured_call_s": round(written.get("phases", {}).get("measured_call", float("nan")), 3),
+                "passes": int(found[-1]) if (found := PASSES.findall("".join(c for _, c in ran["chunks"]))) else 0,
                 "marks_from_status_s": marks(ran["chunks"], written_at),
                 "end_from_status_s": round(ran["end"] - written_at, 3),
                 "report_final_at_its_line": bool(final) and final == ran["digest"],
@@ -170,8 +216,9 @@ def main() -> int:
             print(stem, json.dumps(sample), flush=True)
             # Written after every run: a run cut short keeps what it measured.
             (args.out / "ncu_timeline.json").write_text(json.dumps(results, indent=1))
-    print("| variant | measured call | ncu takes the kernel | first pass | last pass | report line | ncu ends |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    header = ("variant", "passes", "measured call", "ncu takes the kernel", "first pass", "last pass", "report line")
+    print("| " + " | ".join(header) + " | ncu ends |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for variant, samples in results.items():
 
         def median(key: str, samples: list[dict[str, Any]] = samples) -> str:
@@ -181,7 +228,8 @@ def main() -> int:
         call = statistics.median(s["measured_call_s"] for s in samples)
         end = statistics.median(s["end_from_status_s"] for s in samples)
         cells = " | ".join(median(k) for k in MARKS)
-        print(f"| {variant} | {call:.3f} s | {cells} | {end:+.3f} s |")
+        passes = statistics.median(s["passes"] for s in samples)
+        print(f"| {variant} | {passes:g} | {call:.3f} s | {cells} | {end:+.3f} s |")
     return 0
 
 
