@@ -14,9 +14,10 @@ Variants, each run `--runs` times in turn:
   destroying a CUDA context; `warm` 3 loops of a GPU worker's warm-up (torch, a context, cuBLAS, CUPTI);
   `ncu-warm` a loop of a warm ncu worker's warm-up (its process under ncu, nothing profiled);
 - where a profile's seconds go, each one change to the collection: `basic` ncu's basic set; `no-source` the
-  default set without SourceCounters and the imported source (no SASS patching, no PC sampling); `one-pass` only
-  LaunchStats (ncu's fixed cost of a profiled kernel); `no-catalog` the default set's sections without the
-  catalog's metrics; `cache-off` `--cache-control none` (no flush per pass).
+  default set without SourceCounters and the imported source (no PC sampling, no per-instruction source
+  counters); `one-pass` only LaunchStats (ncu's fixed cost of a profiled kernel; ncu prints no pass count for
+  it); `no-catalog` the default set's sections without the catalog's metrics; `cache-off` `--cache-control none`
+  (no flush per pass).
 
     python tools/ncu_timeline.py --out DIR [--runs 3] [--variant NAME ...] [--problem tests/fixtures/seed47.py]
 """
@@ -207,7 +208,8 @@ def main() -> int:
                 "rc": ran["rc"],
                 "wall_s": round(ran["wall_s"], 3),
                 "measured_call_s": round(written.get("phases", {}).get("measured_call", float("nan")), 3),
-                "passes": int(found[-1]) if (found := PASSES.findall("".join(c for _, c in ran["chunks"]))) else 0,
+                # None where ncu printed no count (a collection of one pass).
+                "passes": int(found[-1]) if (found := PASSES.findall("".join(c for _, c in ran["chunks"]))) else None,
                 "marks_from_status_s": marks(ran["chunks"], written_at),
                 "end_from_status_s": round(ran["end"] - written_at, 3),
                 "report_final_at_its_line": bool(final) and final == ran["digest"],
@@ -228,8 +230,9 @@ def main() -> int:
         call = statistics.median(s["measured_call_s"] for s in samples)
         end = statistics.median(s["end_from_status_s"] for s in samples)
         cells = " | ".join(median(k) for k in MARKS)
-        passes = statistics.median(s["passes"] for s in samples)
-        print(f"| {variant} | {passes:g} | {call:.3f} s | {cells} | {end:+.3f} s |")
+        counts = [s["passes"] for s in samples if s["passes"] is not None]
+        passes = f"{statistics.median(counts):g}" if counts else "-"
+        print(f"| {variant} | {passes} | {call:.3f} s | {cells} | {end:+.3f} s |")
     return 0
 
 
