@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from profsvc.jobfiles import remove_tree, remove_tree_soon
 from profsvc.proc import Launch, ProcessResult, StartedProcess
@@ -89,6 +90,7 @@ class Standby:
         started: float,
         two_steps: bool = False,
         channel: ServerChannel | None = None,
+        requests: Mapping[str, tuple[float, float]] | None = None,
     ) -> None:
         self.process = process
         # When its start began (time.monotonic()): how long a worker takes to warm up, where a job waits for one.
@@ -96,6 +98,8 @@ class Standby:
         self.directory = directory
         self.primed = not two_steps
         self.channel = channel
+        # When it last asked each request of its warm-up (its spec's handlers) and when it was answered.
+        self.requests = requests if requests is not None else {}
         # Killed during its prime because a job came for the GPU (StandbyPool.stop_priming).
         self.stopped = False
 
@@ -266,7 +270,8 @@ class StandbyPool:
         remove_tree(directory)
         directory.mkdir(parents=True)
         os.mkfifo(directory / CHANNEL, 0o600)
-        channel = ServerChannel(dict(spec.handlers or {}))
+        requests: dict[str, tuple[float, float]] = {}
+        channel = ServerChannel({op: _noted(op, handler, requests) for op, handler in (spec.handlers or {}).items()})
         argv = list(spec.command(directory))
         env = {**spec.environment(directory), **channel.environment()}
         started = time.monotonic()
@@ -282,7 +287,8 @@ class StandbyPool:
             remove_tree(directory)
             return None
         channel.handed_over()
-        return Standby(process, directory, started, two_steps=spec.prime_lock is not None, channel=channel)
+        two_steps = spec.prime_lock is not None
+        return Standby(process, directory, started, two_steps=two_steps, channel=channel, requests=requests)
 
     def _prime_oldest(self, kind: str) -> None:
         """Prime the kind's oldest worker in the background, once its GPU is free (two-step kinds only)."""
@@ -378,11 +384,17 @@ class StandbyPool:
             return None
         self._failed_starts[kind] = 0
         if waited >= WAIT_LOGGED_S:
+            # Where its warm-up went: e.g. how long it waited for its GPU turn (scheduler.gpu_turns).
+            asked = "".join(
+                f"; it asked {op} at {at - standby.started:.1f} s, answered at {answered - standby.started:.1f} s"
+                for op, (at, answered) in standby.requests.items()
+            )
             log.info(
-                "a job waited %.1f s for a warm %s worker, which came up %.1f s after its start",
+                "a job waited %.1f s for a warm %s worker, which came up %.1f s after its start%s",
                 waited,
                 kind,
                 time.monotonic() - standby.started,
+                asked,
             )
         return standby
 
@@ -418,3 +430,16 @@ class StandbyPool:
                         standby.discard()
                         await standby.process.finish(5)
         self._current.clear()
+
+
+def _noted(op: str, handler: Handler, requests: dict[str, tuple[float, float]]) -> Handler:
+    """`handler`, noting in `requests` when a warm worker asked `op` and when it was answered."""
+
+    async def answer(request: dict[str, Any]) -> dict[str, Any]:
+        asked = time.monotonic()
+        try:
+            return await handler(request)
+        finally:
+            requests[op] = (asked, time.monotonic())
+
+    return answer

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -30,6 +32,16 @@ ASKS = (
     "from profsvc.worker.control import ControlChannel\n"
     "assert ControlChannel.from_environment().request('after').get('ok')\n"
     "print(waited)\n"
+)
+# A warm GPU worker's warm-up: says it asks for its turn (a file), then asks.
+WARM_ASKS = (
+    "import pathlib\n"
+    "from profsvc.worker.harness import wait_for_gpu_turn\n"
+    "from profsvc.worker.warm import job_argv\n"
+    "def warm():\n"
+    "    pathlib.Path('asking').write_text('')\n"
+    "    wait_for_gpu_turn()\n"
+    "job_argv(None, warm=warm)\n"
 )
 # A warm worker that sleeps its job's first argument (the warm path of Cells.run).
 SLEEPER = (
@@ -156,6 +168,43 @@ def test_a_warm_workers_job_is_held_from_its_hand_over_to_its_end(tmp_path):
 
     assert asyncio.run(body())
     assert held and held[0] >= 0.9  # the job's one second, on the warm worker
+
+
+def test_a_wait_for_a_warm_worker_is_logged_with_its_wait_for_its_turn(tmp_path, caplog):
+    (tmp_path / "asks.py").write_text(WARM_ASKS)
+    turns = GpuTurns()
+    cells = unjailed_cells(tmp_path, turns=turns)
+    worker = [sys.executable, str(tmp_path / "asks.py")]
+    spec = cells.spec(lambda d: [*worker, "--standby", str(d), "--server-pid", "0"], 0)
+
+    async def body() -> None:
+        try:
+            with turns.profiling(0):
+                cells.standby.keep("asks", spec)
+                deadline = time.monotonic() + 60
+                while not any(cells.standby.root.glob("asks-*/asking")) and time.monotonic() < deadline:
+                    await asyncio.sleep(0.01)
+                # A job comes for the worker while it waits for its turn; the profile goes on 0.5 s.
+                taking = asyncio.create_task(cells.standby.take("asks"))
+                await asyncio.sleep(0.5)
+            standby = await asyncio.wait_for(taking, 60)
+            assert standby is not None
+            standby.discard()
+            await standby.process.finish(5)
+        finally:
+            await cells.standby.close()
+
+    with caplog.at_level(logging.INFO, logger="profsvc.standby"):
+        asyncio.run(body())
+    (message,) = [r.getMessage() for r in caplog.records if "a job waited" in r.getMessage()]
+    said = re.search(
+        r"came up ([\d.]+) s after its start; "
+        r"it asked gpu_turn at ([\d.]+) s, answered at ([\d.]+) s",
+        message,
+    )
+    assert said, message
+    came_up, asked, answered = map(float, said.groups())
+    assert answered - asked >= 0.4 and answered <= came_up
 
 
 async def _run(cells: Cells, argv, handlers) -> float:
