@@ -6,6 +6,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,9 @@ from tests.conftest import FIXTURES, free_port, run_cli, wait_healthy, wait_unti
 
 pytestmark = pytest.mark.gpu
 EXAMPLES = FIXTURES.parent.parent / "examples"
+# A warm ncu worker comes up 4 to 7 s after the call that took the last one (an H100, an H200) and primes 0.5 s
+# after the GPU goes idle, in about 1 to 2.5 s.
+PRIMED_WITHIN_S = 12.0
 
 
 @pytest.fixture(scope="module")
@@ -122,21 +126,30 @@ def test_cli_profile_embedded_and_out_dir(tmp_path):
 
 
 def test_a_warm_workers_own_kernel_stays_out_of_the_result_and_adds_little_to_the_report(gpu_client, tmp_path):
-    # A one-GPU server primes its warm ncu workers (scheduler.warm_pool): their reports hold that kernel too.
+    # A one-GPU server primes its warm ncu workers (scheduler.warm_pool): their reports hold that kernel too. A
+    # call right after another takes its worker unprimed; the server primes the next one within seconds of the
+    # GPU going idle, so the call is sent again after a pause until a report holds the worker's kernel.
     primes = len(gpu_client.capabilities().gpus) == 1
-    result = gpu_client.profile(load_source(FIXTURES / "seed47.py"))
-    _sane(result)
-    assert [k.name for k in result.kernels] == ["vga_linear_kernel"]
-    assert result.ncu is not None and len(result.ncu.passes) == 1  # the worker's own kernel is not counted
-    # For the GPU run's log (not a timing test): the ncu run on the worker, which priming shortens.
-    print(f"ncu run {result.ncu.seconds:.2f} s, passes {result.ncu.passes}")
-    report = gpu_client.download_artifact(result.artifacts[0].id, tmp_path)
-    actions = [a for r in load_reader().load_report(str(report)) for a in r]
-    warmup = [in_profsvc_range(a, PROFILER_WARMUP_RANGE) for a in actions]
+    for attempt in range(3 if primes else 1):
+        if attempt:
+            time.sleep(PRIMED_WITHIN_S)
+        result = gpu_client.profile(load_source(FIXTURES / "seed47.py"))
+        _sane(result)
+        assert [k.name for k in result.kernels] == ["vga_linear_kernel"]
+        assert result.ncu is not None and len(result.ncu.passes) == 1  # the worker's own kernel is not counted
+        # For the GPU run's log (not a timing test): the ncu run on the worker, which priming shortens.
+        print(f"ncu run {result.ncu.seconds:.2f} s, passes {result.ncu.passes}")
+        report = gpu_client.download_artifact(result.artifacts[0].id, tmp_path / f"report-{attempt}.ncu-rep")
+        actions = [a for r in load_reader().load_report(str(report)) for a in r]
+        warmup = [in_profsvc_range(a, PROFILER_WARMUP_RANGE) for a in actions]
+        assert warmup in ([True, False], [False])
+        assert "vga_linear_kernel" in actions[-1].name()
+        # The seed's kernel alone makes a report of about 230 KB; torch's fill kernel as the worker's own added
+        # 2.3 MB.
+        assert report.stat().st_size < 600_000
+        if warmup[0]:
+            break
     assert warmup == ([True, False] if primes else [False])
-    assert "vga_linear_kernel" in actions[-1].name()
-    # The seed's kernel alone makes a report of about 230 KB; torch's fill kernel as the worker's own added 2.3 MB.
-    assert report.stat().st_size < 600_000
 
 
 PRIMING = "priming a warm ncu-gpu0 worker"
