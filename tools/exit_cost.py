@@ -37,7 +37,7 @@ from profsvc.build.python_problem import harness_argv  # noqa: E402
 from profsvc.metrics.nvtx import MEASURED_INCLUDE  # noqa: E402
 from profsvc.metrics.reader import load_reader  # noqa: E402
 from profsvc.ncu.command import NcuOptions, ncu_command  # noqa: E402
-from profsvc.ncu.metric_sets import resolve  # noqa: E402
+from profsvc.ncu.metric_sets import default_set  # noqa: E402
 
 # The harness run as `python -m` would; once its status is written, it ends the way argv[1] names.
 CHILD = """
@@ -76,8 +76,7 @@ def main() -> int:
     harness_arguments(parser, runs=3)
     args = parser.parse_args()
     ncu, cache, env = prepared(args)
-    collection = resolve("")
-    assert collection is not None
+    collection = default_set()
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in EXITS}
     for run in range(args.runs):
         for name in EXITS:

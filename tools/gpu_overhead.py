@@ -29,7 +29,7 @@ from profsvc.build.python_problem import harness_argv  # noqa: E402
 from profsvc.metrics.nvtx import MEASURED_INCLUDE  # noqa: E402
 from profsvc.metrics.reader import load_reader  # noqa: E402
 from profsvc.ncu.command import NcuOptions, ncu_command  # noqa: E402
-from profsvc.ncu.metric_sets import resolve  # noqa: E402
+from profsvc.ncu.metric_sets import default_set  # noqa: E402
 
 PASSES = re.compile(r"-\s*(\d+)\s*pass")
 RULES_OFF = "default-rules-off"
@@ -51,9 +51,7 @@ def _without_section(args: tuple[str, ...], section: str) -> tuple[str, ...]:
 
 def variants() -> dict[str, tuple[tuple[str, ...], dict[str, str]]]:
     """Each variant: its collection arguments and the environment it adds."""
-    default = resolve("")
-    assert default is not None
-    args = default.collection_args()
+    args = default_set().collection_args()
     return {
         "default": (args, {}),
         # ncu's Python rules not run while it profiles.

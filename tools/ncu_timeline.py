@@ -45,7 +45,7 @@ from gpu_overhead import harness_arguments, prepared  # noqa: E402
 from profsvc.build.python_problem import harness_argv  # noqa: E402
 from profsvc.metrics.nvtx import MEASURED_INCLUDE  # noqa: E402
 from profsvc.ncu.command import NcuOptions, ncu_command  # noqa: E402
-from profsvc.ncu.metric_sets import resolve  # noqa: E402
+from profsvc.ncu.metric_sets import default_set  # noqa: E402
 from profsvc.worker.warm import WARM_LIBRARIES  # noqa: E402
 
 # The harness as `python -m` runs it, after a range of profsvc's domain (which no include names) opens NVTX.
@@ -112,13 +112,11 @@ def beside(variant: str, ncu: str) -> list[list[str]]:
 
 def collection(variant: str) -> tuple[str, ...]:
     """The collection arguments a variant gives ncu."""
-    default = resolve("")
-    assert default is not None
     if variant == "basic":
         return ("--set", "basic")
     if variant == "one-pass":
         return ("--section", "LaunchStats")
-    args = default.collection_args()
+    args = default_set().collection_args()
     if variant == "rules-off":
         return (*args, "--apply-rules", "no")
     # The default set's arguments are option-value pairs: a variant leaves some out.
